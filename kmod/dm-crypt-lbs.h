@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * dm-crypt-lbs: a device-mapper crypt target whose encryption sector may be
+ * as large as the page size.  Shared definitions of the target's files.
+ */
+#ifndef DM_CRYPT_LBS_H
+#define DM_CRYPT_LBS_H
+
+#include <linux/bio.h>
+#include <linux/blk_types.h>
+#include <linux/completion.h>
+#include <linux/device-mapper.h>
+#include <linux/mempool.h>
+#include <linux/mutex.h>
+#include <linux/scatterlist.h>
+#include <linux/types.h>
+#include <linux/workqueue.h>
+#include <crypto/skcipher.h>
+
+#include "compat.h"
+
+#define DM_MSG_PREFIX "crypt-lbs"
+
+/*
+ * Optional table parameters, in the order STATUSTYPE_TABLE prints them
+ * (dm-crypt's order).  The enum value is the bit in lbs_config.opts; the
+ * names live in lbs_opt_names[] and are used by the parser and by status.
+ */
+enum lbs_opt {
+	LBS_OPT_ALLOW_DISCARDS,
+	LBS_OPT_SAME_CPU_CRYPT,
+	LBS_OPT_HIGH_PRIORITY,
+	LBS_OPT_SUBMIT_FROM_CRYPT_CPUS,
+	LBS_OPT_NO_READ_WORKQUEUE,
+	LBS_OPT_NO_WRITE_WORKQUEUE,
+	LBS_OPT_SECTOR_SIZE,	/* set only when sector_size != 512 */
+	LBS_OPT_IV_LARGE_SECTORS,
+	LBS_NR_OPTS
+};
+
+extern const char * const lbs_opt_names[LBS_NR_OPTS];
+
+/* Most optional parameters one table may carry (dm-crypt's own bound). */
+#define LBS_MAX_OPT_PARAMS	9
+
+/* Bits in lbs_config.state */
+enum lbs_state {
+	LBS_KEY_VALID,
+	LBS_SUSPENDED,
+};
+
+#define LBS_MIN_SECTOR_SIZE	(1U << SECTOR_SHIFT)
+
+/* Crypto requests and clone bios reserved per device. */
+#define LBS_MIN_IOS		64
+
+/*
+ * Largest write handled as one bounce bio: 1 MiB (at least one page), so
+ * that the bounce page pool reserves the same memory on every page size.
+ */
+#define LBS_BOUNCE_PAGES	max_t(unsigned int, 1, \
+				      min_t(unsigned int, BIO_MAX_VECS, \
+					    SZ_1M >> PAGE_SHIFT))
+
+struct lbs_config;
+struct lbs_req;
+
+/*
+ * An IV generator.  gen() runs in process context (a workqueue) and may
+ * sleep; it fills cc->iv_size bytes at iv for the sector in lr.
+ */
+struct lbs_iv_ops {
+	const char *name;
+	int (*ctr)(struct lbs_config *cc, struct dm_target *ti,
+		   const char *opts);
+	int (*gen)(struct lbs_config *cc, u8 *iv, struct lbs_req *lr);
+	/* the request needs a scratch skcipher request for the IV */
+	bool needs_scratch;
+};
+
+struct lbs_config {
+	struct dm_dev *dev;
+	sector_t start;		/* on dev, in 512-byte sectors */
+	u64 iv_offset;		/* added to the sector number for IVs */
+
+	char *cipher_string;	/* as given in the table, for status */
+	struct crypto_skcipher **tfms;
+	unsigned int tfms_count;
+	unsigned int iv_size;
+	const struct lbs_iv_ops *iv_ops;
+	unsigned int benbi_shift;
+
+	unsigned int sector_size;
+	unsigned int sector_shift;	/* log2(sector_size) - SECTOR_SHIFT */
+	unsigned long opts;		/* bits of enum lbs_opt */
+	unsigned long state;		/* bits of enum lbs_state */
+
+	/* layout of one crypto request element of req_pool */
+	unsigned int req_lr_off;	/* struct lbs_req */
+	unsigned int req_iv_off;	/* IV, before alignment */
+	unsigned int req_scratch_off;	/* scratch skcipher request */
+	unsigned int req_size;
+
+	mempool_t req_pool;
+	mempool_t page_pool;
+	struct bio_set bs;
+	struct mutex bounce_lock;	/* serialises reserve-draining writers */
+	struct workqueue_struct *io_wq;
+	struct workqueue_struct *crypt_wq;
+
+	char *key_string;	/* "<type>:<description>" of a keyring key */
+	unsigned int key_size;
+	u8 key[] __counted_by(key_size);
+};
+
+/* Per-bio state, in the bio's dm per-bio data. */
+struct lbs_io {
+	struct lbs_config *cc;
+	struct bio *base;
+	struct bio *clone;
+	sector_t sector;	/* target-relative, advanced by conversion */
+	struct bio *bio_in;
+	struct bio *bio_out;
+	struct bvec_iter iter_in;
+	struct bvec_iter iter_out;
+	atomic_t pending;	/* one for the converter + one per request */
+	blk_status_t error;
+	struct completion restart;	/* a backlogged request was queued */
+	struct work_struct work;	/* read submit, then crypt */
+	struct work_struct submit_work;	/* write submit after async crypt */
+};
+
+/* Lives after the skcipher_request in a req_pool element. */
+struct lbs_req {
+	struct lbs_io *io;
+	struct scatterlist sg_in;
+	struct scatterlist sg_out;
+	u64 iv_sector;
+};
+
+static inline struct lbs_req *lbs_req_of(struct lbs_config *cc,
+					 struct skcipher_request *req)
+{
+	return (struct lbs_req *)((u8 *)req + cc->req_lr_off);
+}
+
+static inline u8 *lbs_req_iv(struct lbs_config *cc, struct lbs_req *lr)
+{
+	u8 *base = (u8 *)lr - cc->req_lr_off + cc->req_iv_off;
+
+	return PTR_ALIGN(base, crypto_skcipher_alignmask(cc->tfms[0]) + 1);
+}
+
+static inline struct skcipher_request *lbs_req_scratch(struct lbs_config *cc,
+						       struct lbs_req *lr)
+{
+	return (struct skcipher_request *)((u8 *)lr - cc->req_lr_off +
+					   cc->req_scratch_off);
+}
+
+/* target.c */
+void lbs_set_error(struct dm_target *ti, const char *fmt, ...) __printf(2, 3);
+
+/* table.c */
+int lbs_parse_u64(const char *s, u64 *val);
+int lbs_parse_options(struct dm_target *ti, struct lbs_config *cc,
+		      unsigned int argc, char **argv);
+int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
+		     const char *cipher_in, char *key);
+int lbs_key_size(const char *key);
+int lbs_set_key(struct lbs_config *cc, char *key);
+int lbs_wipe_key(struct lbs_config *cc);
+void lbs_free_cipher(struct lbs_config *cc);
+
+/* iv.c */
+int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
+		  const char *ivmode);
+unsigned int lbs_iv_scratch_size(struct lbs_config *cc);
+
+/* io.c */
+int lbs_io_init(struct dm_target *ti, struct lbs_config *cc);
+void lbs_io_exit(struct lbs_config *cc);
+int lbs_map(struct dm_target *ti, struct bio *bio);
+
+#endif /* DM_CRYPT_LBS_H */

@@ -1,0 +1,556 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * dm-crypt-lbs: parsing of the crypt table line - optional parameters,
+ * the cipher specification and the key - and setting the key.
+ */
+
+#include <linux/ctype.h>
+#include <linux/kernel.h>
+#include <linux/key.h>
+#include <linux/log2.h>
+#include <linux/random.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <keys/encrypted-type.h>
+#include <keys/trusted-type.h>
+#include <keys/user-type.h>
+
+#include "dm-crypt-lbs.h"
+
+const char * const lbs_opt_names[LBS_NR_OPTS] = {
+	[LBS_OPT_ALLOW_DISCARDS] = "allow_discards",
+	[LBS_OPT_SAME_CPU_CRYPT] = "same_cpu_crypt",
+	[LBS_OPT_HIGH_PRIORITY] = "high_priority",
+	[LBS_OPT_SUBMIT_FROM_CRYPT_CPUS] = "submit_from_crypt_cpus",
+	[LBS_OPT_NO_READ_WORKQUEUE] = "no_read_workqueue",
+	[LBS_OPT_NO_WRITE_WORKQUEUE] = "no_write_workqueue",
+	[LBS_OPT_SECTOR_SIZE] = "sector_size",
+	[LBS_OPT_IV_LARGE_SECTORS] = "iv_large_sectors",
+};
+
+/* dm-crypt options this target refuses rather than ignores. */
+static const char * const lbs_unsupported_opts[] = {
+	"integrity", "integrity_key_size",
+};
+
+/* A plain unsigned decimal: digits only, no sign, no space, no overflow. */
+int lbs_parse_u64(const char *s, u64 *val)
+{
+	const char *p;
+
+	if (!*s)
+		return -EINVAL;
+	for (p = s; *p; p++)
+		if (!isdigit(*p))
+			return -EINVAL;
+	return kstrtoull(s, 10, val);
+}
+
+static int lbs_parse_sector_size(struct dm_target *ti, struct lbs_config *cc,
+				 const char *arg)
+{
+	unsigned int bound = LBS_MAX_SECTOR_SIZE;
+	u64 val;
+	int r;
+
+	r = lbs_parse_u64(arg, &val);
+	if (r == -ERANGE || (!r && val > bound)) {
+		lbs_set_error(ti, "sector_size %s exceeds %u, the largest this kernel allows (%s)",
+			      arg, bound, LBS_MAX_SECTOR_REASON);
+		return -EINVAL;
+	}
+	if (r) {
+		lbs_set_error(ti, "sector_size \"%s\" is not an unsigned decimal number (allowed: powers of two from %u to %u)",
+			      arg, LBS_MIN_SECTOR_SIZE, bound);
+		return -EINVAL;
+	}
+	if (val < LBS_MIN_SECTOR_SIZE) {
+		lbs_set_error(ti, "sector_size %llu is below %u, the smallest allowed",
+			      val, LBS_MIN_SECTOR_SIZE);
+		return -EINVAL;
+	}
+	if (!is_power_of_2(val)) {
+		lbs_set_error(ti, "sector_size %llu is not a power of two (allowed: powers of two from %u to %u)",
+			      val, LBS_MIN_SECTOR_SIZE, bound);
+		return -EINVAL;
+	}
+	if (ti->len & ((val >> SECTOR_SHIFT) - 1)) {
+		lbs_set_error(ti, "device length %llu sectors is not a multiple of sector_size %llu (%llu sectors)",
+			      (unsigned long long)ti->len, val,
+			      val >> SECTOR_SHIFT);
+		return -EINVAL;
+	}
+	cc->sector_size = val;
+	cc->sector_shift = ilog2(val) - SECTOR_SHIFT;
+	if (val != LBS_MIN_SECTOR_SIZE)
+		set_bit(LBS_OPT_SECTOR_SIZE, &cc->opts);
+	else
+		clear_bit(LBS_OPT_SECTOR_SIZE, &cc->opts);
+	return 0;
+}
+
+/* One optional parameter: a flag, "sector_size:<bytes>", or an error. */
+static int lbs_parse_option(struct dm_target *ti, struct lbs_config *cc,
+			    const char *opt)
+{
+	const char *ss_name = lbs_opt_names[LBS_OPT_SECTOR_SIZE];
+	size_t ss_len = strlen(ss_name);
+	unsigned int i;
+
+	for (i = 0; i < LBS_NR_OPTS; i++) {
+		if (i != LBS_OPT_SECTOR_SIZE && !strcasecmp(opt, lbs_opt_names[i])) {
+			set_bit(i, &cc->opts);
+			return 0;
+		}
+	}
+	if (!strncasecmp(opt, ss_name, ss_len) && opt[ss_len] == ':')
+		return lbs_parse_sector_size(ti, cc, opt + ss_len + 1);
+
+	for (i = 0; i < ARRAY_SIZE(lbs_unsupported_opts); i++) {
+		size_t len = strlen(lbs_unsupported_opts[i]);
+
+		if (!strncasecmp(opt, lbs_unsupported_opts[i], len) &&
+		    opt[len] == ':') {
+			lbs_set_error(ti, "optional parameter %s: integrity/AEAD is not supported by this target",
+				      opt);
+			return -EINVAL;
+		}
+	}
+	lbs_set_error(ti, "unknown optional parameter \"%s\"", opt);
+	return -EINVAL;
+}
+
+int lbs_parse_options(struct dm_target *ti, struct lbs_config *cc,
+		      unsigned int argc, char **argv)
+{
+	static const struct dm_arg count_arg = {
+		0, LBS_MAX_OPT_PARAMS, "Invalid number of optional parameters (allowed 0 to 9)"
+	};
+	struct dm_arg_set as = { .argc = argc, .argv = argv };
+	unsigned int n;
+	int r;
+
+	r = dm_read_arg_group(&count_arg, &as, &n, &ti->error);
+	if (r)
+		return r;
+	if (as.argc != n) {
+		lbs_set_error(ti, "%u optional parameters declared but %u given",
+			      n, n + as.argc);
+		return -EINVAL;
+	}
+	while (n--) {
+		r = lbs_parse_option(ti, cc, dm_shift_arg(&as));
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* Split "cipher[:keycount]-chainmode-ivmode[:ivopts]" into a crypto API name. */
+static int lbs_parse_legacy(struct dm_target *ti, struct lbs_config *cc,
+			    char *spec, char *api, char **ivmode, char **ivopts)
+{
+	char *cipher, *keycount, *chainmode, *rest = spec;
+	int n;
+
+	if (strchr(spec, '(')) {
+		lbs_set_error(ti, "cipher %s: a crypto API name needs the capi: prefix",
+			      cc->cipher_string);
+		return -EINVAL;
+	}
+	keycount = strsep(&rest, "-");
+	cipher = strsep(&keycount, ":");
+	cc->tfms_count = 1;
+	if (keycount) {
+		u64 val;
+
+		if (lbs_parse_u64(keycount, &val) || !val || val > 64 ||
+		    !is_power_of_2(val)) {
+			lbs_set_error(ti, "cipher %s: key count %s is not a power of two from 1 to 64",
+				      cc->cipher_string, keycount);
+			return -EINVAL;
+		}
+		cc->tfms_count = val;
+	}
+	chainmode = strsep(&rest, "-");
+	*ivmode = strsep(&rest, ":");
+	*ivopts = rest;
+
+	/* As dm-crypt: a bare cipher name (or "<cipher>-plain") is cbc-plain. */
+	if (!chainmode || (!strcmp(chainmode, "plain") && !*ivmode)) {
+		chainmode = "cbc";
+		*ivmode = "plain";
+	}
+	if (strcmp(chainmode, "ecb") && !*ivmode) {
+		lbs_set_error(ti, "cipher %s: chaining mode %s needs an IV mode",
+			      cc->cipher_string, chainmode);
+		return -EINVAL;
+	}
+	if (*ivmode && !strcmp(*ivmode, "essiv"))
+		n = snprintf(api, CRYPTO_MAX_ALG_NAME, "essiv(%s(%s),%s)",
+			     chainmode, cipher, *ivopts ? *ivopts : "");
+	else
+		n = snprintf(api, CRYPTO_MAX_ALG_NAME, "%s(%s)", chainmode,
+			     cipher);
+	if (n >= CRYPTO_MAX_ALG_NAME) {
+		lbs_set_error(ti, "cipher %s: name too long", cc->cipher_string);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Split "capi:<crypto API spec>-ivmode[:ivopts]". */
+static int lbs_parse_capi(struct dm_target *ti, struct lbs_config *cc,
+			  char *spec, char *api, char **ivmode, char **ivopts)
+{
+	int n;
+
+	cc->tfms_count = 1;
+	*ivopts = strrchr(spec, ':');
+	if (*ivopts)
+		*(*ivopts)++ = '\0';
+	*ivmode = strrchr(spec, '-');
+	if (*ivmode)
+		*(*ivmode)++ = '\0';
+	if (strstarts(spec, "authenc(")) {
+		lbs_set_error(ti, "cipher %s: AEAD/authenticated encryption is not supported by this target",
+			      cc->cipher_string);
+		return -EINVAL;
+	}
+	if (*ivmode && !strcmp(*ivmode, "essiv"))
+		n = snprintf(api, CRYPTO_MAX_ALG_NAME, "essiv(%s,%s)", spec,
+			     *ivopts ? *ivopts : "");
+	else
+		n = snprintf(api, CRYPTO_MAX_ALG_NAME, "%s", spec);
+	if (n >= CRYPTO_MAX_ALG_NAME) {
+		lbs_set_error(ti, "cipher %s: name too long", cc->cipher_string);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int lbs_alloc_tfms(struct dm_target *ti, struct lbs_config *cc,
+			  const char *api)
+{
+	unsigned int i;
+
+	cc->tfms = kcalloc(cc->tfms_count, sizeof(*cc->tfms), GFP_KERNEL);
+	if (!cc->tfms) {
+		lbs_set_error(ti, "out of memory for %u cipher transforms",
+			      cc->tfms_count);
+		return -ENOMEM;
+	}
+	for (i = 0; i < cc->tfms_count; i++) {
+		struct crypto_skcipher *tfm;
+
+		tfm = crypto_alloc_skcipher(api, 0, CRYPTO_ALG_ALLOCATES_MEMORY);
+		if (IS_ERR(tfm)) {
+			lbs_set_error(ti, "cipher %s: this kernel has no skcipher %s (%pe)",
+				      cc->cipher_string, api, tfm);
+			return PTR_ERR(tfm);
+		}
+		cc->tfms[i] = tfm;
+	}
+	DMDEBUG("%s uses %s", api,
+		crypto_skcipher_driver_name(cc->tfms[0]));
+	return 0;
+}
+
+void lbs_free_cipher(struct lbs_config *cc)
+{
+	unsigned int i;
+
+	if (cc->tfms) {
+		for (i = 0; i < cc->tfms_count; i++)
+			if (cc->tfms[i])
+				crypto_free_skcipher(cc->tfms[i]);
+		kfree(cc->tfms);
+		cc->tfms = NULL;
+	}
+	kfree(cc->cipher_string);
+	cc->cipher_string = NULL;
+}
+
+int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
+		     const char *cipher_in, char *key)
+{
+	char *spec, *api, *ivmode = NULL, *ivopts = NULL;
+	int r;
+
+	cc->cipher_string = kstrdup(cipher_in, GFP_KERNEL);
+	spec = kstrdup(cipher_in, GFP_KERNEL);
+	api = kmalloc(CRYPTO_MAX_ALG_NAME, GFP_KERNEL);
+	if (!cc->cipher_string || !spec || !api) {
+		lbs_set_error(ti, "out of memory for the cipher specification");
+		r = -ENOMEM;
+		goto out;
+	}
+	if (strstarts(spec, "capi:"))
+		r = lbs_parse_capi(ti, cc, spec + strlen("capi:"), api,
+				   &ivmode, &ivopts);
+	else
+		r = lbs_parse_legacy(ti, cc, spec, api, &ivmode, &ivopts);
+	if (r)
+		goto out;
+
+	r = lbs_iv_lookup(ti, cc, ivmode);
+	if (r)
+		goto out;
+	if (cc->iv_ops && !strcmp(cc->iv_ops->name, "essiv") && !ivopts) {
+		lbs_set_error(ti, "cipher %s: essiv needs a hash, as in essiv:sha256",
+			      cc->cipher_string);
+		r = -EINVAL;
+		goto out;
+	}
+	if (cc->key_size % cc->tfms_count) {
+		lbs_set_error(ti, "key of %u bytes cannot be split into %u equal keys",
+			      cc->key_size, cc->tfms_count);
+		r = -EINVAL;
+		goto out;
+	}
+
+	r = lbs_alloc_tfms(ti, cc, api);
+	if (r)
+		goto out;
+
+	cc->iv_size = crypto_skcipher_ivsize(cc->tfms[0]);
+	if (cc->iv_size) {
+		/* room for at least a 64-bit sector number, as dm-crypt */
+		cc->iv_size = max_t(unsigned int, cc->iv_size, sizeof(u64));
+	} else if (cc->iv_ops) {
+		DMWARN("cipher %s takes no IV; IV mode %s ignored",
+		       cc->cipher_string, cc->iv_ops->name);
+		cc->iv_ops = NULL;
+	}
+	if (cc->iv_ops && cc->iv_ops->ctr) {
+		r = cc->iv_ops->ctr(cc, ti, ivopts);
+		if (r)
+			goto out;
+	}
+
+	r = lbs_set_key(cc, key);
+	if (r) {
+		lbs_set_error(ti, "key for %s: not accepted (%d): wrong length for the cipher, bad hex, or keyring key not found",
+			      cc->cipher_string, r);
+		goto out;
+	}
+out:
+	kfree(api);
+	kfree(spec);
+	return r;
+}
+
+static int lbs_setkey_tfms(struct lbs_config *cc)
+{
+	unsigned int subkey = cc->key_size / cc->tfms_count;
+	unsigned int i;
+	int r, err = 0;
+
+	for (i = 0; i < cc->tfms_count; i++) {
+		r = crypto_skcipher_setkey(cc->tfms[i], cc->key + i * subkey,
+					   subkey);
+		if (r)
+			err = r;
+	}
+	return err;
+}
+
+static bool lbs_is_hex(const char *s)
+{
+	for (; *s; s++)
+		if (!isxdigit(*s))
+			return false;
+	return true;
+}
+
+/*
+ * Size in bytes of a key argument: hex digits (an even number), "-" for no
+ * key, or ":<key_size>:<type>:<description>" for a keyring key.
+ */
+int lbs_key_size(const char *key)
+{
+	const char *colon;
+	char num[12];
+	u64 val;
+	size_t len;
+
+	if (!strcmp(key, "-"))
+		return 0;
+	if (key[0] != ':') {
+		len = strlen(key);
+		if (!len || len % 2 || !lbs_is_hex(key) || len / 2 > INT_MAX)
+			return -EINVAL;
+		return len / 2;
+	}
+	colon = strchr(key + 1, ':');
+	if (!colon || colon - key - 1 >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, key + 1, colon - key - 1);
+	num[colon - key - 1] = '\0';
+	if (lbs_parse_u64(num, &val) || !val || val > INT_MAX)
+		return -EINVAL;
+	return val;
+}
+
+#if LBS_HAVE_KEYRING
+static int lbs_copy_user_key(struct lbs_config *cc, struct key *key)
+{
+	const struct user_key_payload *ukp = user_key_payload_locked(key);
+
+	if (!ukp)
+		return -EKEYREVOKED;
+	if (ukp->datalen != cc->key_size)
+		return -EINVAL;
+	memcpy(cc->key, ukp->data, cc->key_size);
+	return 0;
+}
+
+#if LBS_HAVE_ENCRYPTED_KEYS
+static int lbs_copy_encrypted_key(struct lbs_config *cc, struct key *key)
+{
+	const struct encrypted_key_payload *ekp = key->payload.data[0];
+
+	if (!ekp)
+		return -EKEYREVOKED;
+	if (ekp->decrypted_datalen != cc->key_size)
+		return -EINVAL;
+	memcpy(cc->key, ekp->decrypted_data, cc->key_size);
+	return 0;
+}
+#endif
+
+#if LBS_HAVE_TRUSTED_KEYS
+static int lbs_copy_trusted_key(struct lbs_config *cc, struct key *key)
+{
+	const struct trusted_key_payload *tkp = key->payload.data[0];
+
+	if (!tkp)
+		return -EKEYREVOKED;
+	if (tkp->key_len != cc->key_size)
+		return -EINVAL;
+	memcpy(cc->key, tkp->key, cc->key_size);
+	return 0;
+}
+#endif
+
+/* spec is "<type>:<description>" */
+static int lbs_set_keyring_key(struct lbs_config *cc, const char *spec)
+{
+	int (*copy)(struct lbs_config *cc, struct key *key);
+	struct key_type *type;
+	const char *desc;
+	struct key *key;
+	char *saved;
+	const char *p;
+	int r;
+
+	/* dm core cannot escape whitespace in status output */
+	for (p = spec; *p; p++)
+		if (isspace(*p))
+			return -EINVAL;
+	desc = strchr(spec, ':');
+	if (!desc || desc == spec || !desc[1])
+		return -EINVAL;
+	desc++;
+
+	if (!strncmp(spec, "logon:", desc - spec)) {
+		type = &key_type_logon;
+		copy = lbs_copy_user_key;
+	} else if (!strncmp(spec, "user:", desc - spec)) {
+		type = &key_type_user;
+		copy = lbs_copy_user_key;
+#if LBS_HAVE_ENCRYPTED_KEYS
+	} else if (!strncmp(spec, "encrypted:", desc - spec)) {
+		type = &key_type_encrypted;
+		copy = lbs_copy_encrypted_key;
+#endif
+#if LBS_HAVE_TRUSTED_KEYS
+	} else if (!strncmp(spec, "trusted:", desc - spec)) {
+		type = &key_type_trusted;
+		copy = lbs_copy_trusted_key;
+#endif
+	} else {
+		return -EINVAL;
+	}
+
+	saved = kstrdup(spec, GFP_KERNEL);
+	if (!saved)
+		return -ENOMEM;
+	key = request_key(type, desc, NULL);
+	if (IS_ERR(key)) {
+		r = PTR_ERR(key);
+		goto bad;
+	}
+	down_read(&key->sem);
+	r = copy(cc, key);
+	up_read(&key->sem);
+	key_put(key);
+	if (r)
+		goto bad;
+
+	clear_bit(LBS_KEY_VALID, &cc->state);
+	r = lbs_setkey_tfms(cc);
+	/* the tfms hold the key now; keep no copy of the payload */
+	memzero_explicit(cc->key, cc->key_size);
+	if (r)
+		goto bad;
+	kfree_sensitive(cc->key_string);
+	cc->key_string = saved;
+	set_bit(LBS_KEY_VALID, &cc->state);
+	return 0;
+bad:
+	kfree_sensitive(saved);
+	return r;
+}
+#else
+static int lbs_set_keyring_key(struct lbs_config *cc, const char *spec)
+{
+	return -EINVAL;
+}
+#endif
+
+/*
+ * Set the key from a table or "key set" argument whose size was checked by
+ * lbs_key_size() against cc->key_size.  The argument is overwritten.
+ */
+int lbs_set_key(struct lbs_config *cc, char *key)
+{
+	size_t len = strlen(key);
+	int r = -EINVAL;
+
+	if (!cc->key_size && strcmp(key, "-"))
+		goto out;
+	if (key[0] == ':') {
+		const char *spec = strchr(key + 1, ':');
+
+		if (spec)
+			r = lbs_set_keyring_key(cc, spec + 1);
+		goto out;
+	}
+
+	clear_bit(LBS_KEY_VALID, &cc->state);
+	kfree_sensitive(cc->key_string);
+	cc->key_string = NULL;
+	if (cc->key_size && hex2bin(cc->key, key, cc->key_size))
+		goto out;
+	r = lbs_setkey_tfms(cc);
+	if (!r)
+		set_bit(LBS_KEY_VALID, &cc->state);
+out:
+	memset(key, '0', len);
+	return r;
+}
+
+int lbs_wipe_key(struct lbs_config *cc)
+{
+	int r;
+
+	clear_bit(LBS_KEY_VALID, &cc->state);
+	kfree_sensitive(cc->key_string);
+	cc->key_string = NULL;
+	/* replace the key in the transforms by a random one, then forget it */
+	get_random_bytes(cc->key, cc->key_size);
+	r = lbs_setkey_tfms(cc);
+	memzero_explicit(cc->key, cc->key_size);
+	return r;
+}

@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * dm-crypt-lbs: a device-mapper target that speaks dm-crypt's "crypt" table
+ * format and on-disk format, with an encryption sector (sector_size) of up
+ * to min(PAGE_SIZE, BLK_MAX_BLOCK_SIZE) bytes.
+ *
+ * Table: <cipher> <key> <iv_offset> <device path> <offset>
+ *        [<#opt_params> <opt_params>]
+ */
+
+#include <linux/atomic.h>
+#include <linux/kernel.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/stdarg.h>
+#include <linux/string.h>
+
+#include "dm-crypt-lbs.h"
+
+#define LBS_VERSION_STRING	__stringify(LBS_VERSION_MAJOR) "." \
+				__stringify(LBS_VERSION_MINOR) "." \
+				__stringify(LBS_VERSION_PATCH)
+
+static char *target_name = "crypt";
+module_param(target_name, charp, 0444);
+MODULE_PARM_DESC(target_name,
+		 "name the target registers as (default \"crypt\"; e.g. crypt_lbs beside the in-tree dm_crypt)");
+
+/*
+ * ti->error must outlive the failed constructor, which frees its config, so
+ * formatted messages go into a small static ring.  A slot is reused only
+ * after LBS_ERR_SLOTS later failures; every slot stays NUL-terminated.
+ */
+#define LBS_ERR_SLOTS	16
+#define LBS_ERR_LEN	192
+static char lbs_err_ring[LBS_ERR_SLOTS][LBS_ERR_LEN];
+static atomic_t lbs_err_next = ATOMIC_INIT(0);
+
+void lbs_set_error(struct dm_target *ti, const char *fmt, ...)
+{
+	unsigned int slot = (unsigned int)atomic_inc_return(&lbs_err_next) %
+			    LBS_ERR_SLOTS;
+	char *buf = lbs_err_ring[slot];
+	va_list args;
+
+	va_start(args, fmt);
+	vsnprintf(buf, LBS_ERR_LEN - 1, fmt, args);
+	va_end(args);
+	DMERR("%s", buf);
+	ti->error = buf;
+}
+
+static void lbs_dtr(struct dm_target *ti)
+{
+	struct lbs_config *cc = ti->private;
+
+	if (!cc)
+		return;
+	ti->private = NULL;
+	lbs_io_exit(cc);
+	lbs_free_cipher(cc);
+	if (cc->dev)
+		dm_put_device(ti, cc->dev);
+	kfree_sensitive(cc->key_string);
+	kfree_sensitive(cc);
+}
+
+static int lbs_ctr(struct dm_target *ti, unsigned int argc, char **argv)
+{
+	struct lbs_config *cc;
+	int key_size, r;
+	u64 val;
+
+	if (argc < 5) {
+		lbs_set_error(ti, "%u arguments; a crypt table needs <cipher> <key> <iv_offset> <device> <offset> [<#opt_params> <opt_params>]",
+			      argc);
+		return -EINVAL;
+	}
+	key_size = lbs_key_size(argv[1]);
+	if (key_size < 0) {
+		lbs_set_error(ti, "key: not an even number of hex digits, \"-\", or :<key_size>:<logon|user|encrypted|trusted>:<description>");
+		return -EINVAL;
+	}
+	cc = kzalloc(struct_size(cc, key, key_size), GFP_KERNEL);
+	if (!cc) {
+		lbs_set_error(ti, "out of memory for the target");
+		return -ENOMEM;
+	}
+	cc->key_size = key_size;
+	cc->sector_size = LBS_MIN_SECTOR_SIZE;
+	ti->private = cc;
+
+	/* the options first: the IV and key checks depend on sector_size */
+	if (argc > 5) {
+		r = lbs_parse_options(ti, cc, argc - 5, argv + 5);
+		if (r)
+			goto bad;
+	}
+	r = lbs_parse_cipher(ti, cc, argv[0], argv[1]);
+	if (r)
+		goto bad;
+
+	r = -EINVAL;
+	if (lbs_parse_u64(argv[2], &val)) {
+		lbs_set_error(ti, "iv_offset \"%s\" is not an unsigned decimal number",
+			      argv[2]);
+		goto bad;
+	}
+	if (val & ((cc->sector_size >> SECTOR_SHIFT) - 1)) {
+		lbs_set_error(ti, "iv_offset %llu is not a multiple of sector_size %u (%u sectors)",
+			      val, cc->sector_size,
+			      cc->sector_size >> SECTOR_SHIFT);
+		goto bad;
+	}
+	cc->iv_offset = val;
+
+	r = dm_get_device(ti, argv[3], dm_table_get_mode(ti->table), &cc->dev);
+	if (r) {
+		lbs_set_error(ti, "device %s: lookup failed (%d)", argv[3], r);
+		goto bad;
+	}
+	r = -EINVAL;
+	if (lbs_parse_u64(argv[4], &val) || val != (sector_t)val) {
+		lbs_set_error(ti, "offset \"%s\" is not an unsigned decimal sector number",
+			      argv[4]);
+		goto bad;
+	}
+	cc->start = val;
+
+	r = lbs_io_init(ti, cc);
+	if (r)
+		goto bad;
+
+	ti->num_flush_bios = 1;
+	if (test_bit(LBS_OPT_ALLOW_DISCARDS, &cc->opts))
+		ti->num_discard_bios = 1;
+	ti->per_io_data_size = sizeof(struct lbs_io);
+	ti->limit_swap_bios = true;
+	return 0;
+bad:
+	lbs_dtr(ti);
+	return r;
+}
+
+static void lbs_status_table(struct lbs_config *cc, struct dm_target *ti,
+			     char *result, unsigned int maxlen)
+{
+	unsigned int sz = 0, i, n = 0;
+
+	DMEMIT("%s ", cc->cipher_string);
+	if (!cc->key_size)
+		DMEMIT("-");
+	else if (cc->key_string)
+		DMEMIT(":%u:%s", cc->key_size, cc->key_string);
+	else
+		for (i = 0; i < cc->key_size; i++)
+			DMEMIT("%02x", cc->key[i]);
+	DMEMIT(" %llu %s %llu", (unsigned long long)cc->iv_offset,
+	       cc->dev->name, (unsigned long long)cc->start);
+
+	for (i = 0; i < LBS_NR_OPTS; i++)
+		n += test_bit(i, &cc->opts);
+	if (!n)
+		return;
+	DMEMIT(" %u", n);
+	for (i = 0; i < LBS_NR_OPTS; i++) {
+		if (!test_bit(i, &cc->opts))
+			continue;
+		if (i == LBS_OPT_SECTOR_SIZE)
+			DMEMIT(" %s:%u", lbs_opt_names[i], cc->sector_size);
+		else
+			DMEMIT(" %s", lbs_opt_names[i]);
+	}
+}
+
+static void lbs_status_ima(struct lbs_config *cc, struct dm_target *ti,
+			   char *result, unsigned int maxlen)
+{
+	unsigned int sz = 0, i;
+
+	DMEMIT_TARGET_NAME_VERSION(ti->type);
+	for (i = 0; i < LBS_NR_OPTS; i++)
+		if (i != LBS_OPT_SECTOR_SIZE)
+			DMEMIT(",%s=%c", lbs_opt_names[i],
+			       test_bit(i, &cc->opts) ? 'y' : 'n');
+	if (test_bit(LBS_OPT_SECTOR_SIZE, &cc->opts))
+		DMEMIT(",%s=%u", lbs_opt_names[LBS_OPT_SECTOR_SIZE],
+		       cc->sector_size);
+	DMEMIT(",cipher_string=%s", cc->cipher_string);
+	DMEMIT(",key_size=%u,key_parts=%u,key_extra_size=0,key_mac_size=0;",
+	       cc->key_size, cc->tfms_count);
+}
+
+static void lbs_status(struct dm_target *ti, status_type_t type,
+		       unsigned int status_flags, char *result,
+		       unsigned int maxlen)
+{
+	struct lbs_config *cc = ti->private;
+
+	switch (type) {
+	case STATUSTYPE_INFO:
+		result[0] = '\0';
+		break;
+	case STATUSTYPE_TABLE:
+		lbs_status_table(cc, ti, result, maxlen);
+		break;
+	case STATUSTYPE_IMA:
+		lbs_status_ima(cc, ti, result, maxlen);
+		break;
+	}
+}
+
+static void lbs_postsuspend(struct dm_target *ti)
+{
+	struct lbs_config *cc = ti->private;
+
+	set_bit(LBS_SUSPENDED, &cc->state);
+}
+
+static int lbs_preresume(struct dm_target *ti)
+{
+	struct lbs_config *cc = ti->private;
+
+	if (!test_bit(LBS_KEY_VALID, &cc->state)) {
+		DMERR("resume refused: the key was wiped; load one with \"key set\" first");
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+static void lbs_resume(struct dm_target *ti)
+{
+	struct lbs_config *cc = ti->private;
+
+	clear_bit(LBS_SUSPENDED, &cc->state);
+}
+
+/* Messages: "key set <key>" and "key wipe", only while suspended. */
+static int lbs_message(struct dm_target *ti, unsigned int argc, char **argv,
+		       char *result, unsigned int maxlen)
+{
+	struct lbs_config *cc = ti->private;
+	int key_size, r;
+
+	if (argc < 2 || strcasecmp(argv[0], "key")) {
+		DMERR("unknown message; accepted: \"key set <key>\", \"key wipe\"");
+		return -EINVAL;
+	}
+	if (argc == 3 && !strcasecmp(argv[1], "set")) {
+		if (!test_bit(LBS_SUSPENDED, &cc->state)) {
+			memset(argv[2], '0', strlen(argv[2]));
+			DMERR("key set refused: suspend the device first");
+			return -EINVAL;
+		}
+		key_size = lbs_key_size(argv[2]);
+		if (key_size != cc->key_size) {
+			memset(argv[2], '0', strlen(argv[2]));
+			DMERR("key set refused: key of %d bytes, the table's key has %u",
+			      key_size, cc->key_size);
+			return -EINVAL;
+		}
+		r = lbs_set_key(cc, argv[2]);
+		if (r)
+			DMERR("key set failed (%d)", r);
+		return r;
+	}
+	if (argc == 2 && !strcasecmp(argv[1], "wipe")) {
+		if (!test_bit(LBS_SUSPENDED, &cc->state)) {
+			DMERR("key wipe refused: suspend the device first");
+			return -EINVAL;
+		}
+		return lbs_wipe_key(cc);
+	}
+	DMERR("unknown key message; accepted: \"key set <key>\", \"key wipe\"");
+	return -EINVAL;
+}
+
+static int lbs_iterate_devices(struct dm_target *ti,
+			       iterate_devices_callout_fn fn, void *data)
+{
+	struct lbs_config *cc = ti->private;
+
+	return fn(ti, cc->dev, cc->start, ti->len, data);
+}
+
+static void lbs_io_hints(struct dm_target *ti, struct queue_limits *limits)
+{
+	struct lbs_config *cc = ti->private;
+
+	limits->logical_block_size = max(limits->logical_block_size,
+					 cc->sector_size);
+	limits->physical_block_size = max(limits->physical_block_size,
+					  cc->sector_size);
+	limits->io_min = max(limits->io_min, cc->sector_size);
+	/* every bio_vec holds whole encryption sectors */
+	limits->dma_alignment = max(limits->dma_alignment,
+				    limits->logical_block_size - 1);
+}
+
+static struct target_type lbs_target = {
+	.name = "crypt",
+	.version = { LBS_VERSION_MAJOR, LBS_VERSION_MINOR, LBS_VERSION_PATCH },
+	.module = THIS_MODULE,
+	.ctr = lbs_ctr,
+	.dtr = lbs_dtr,
+	.map = lbs_map,
+	.status = lbs_status,
+	.postsuspend = lbs_postsuspend,
+	.preresume = lbs_preresume,
+	.resume = lbs_resume,
+	.message = lbs_message,
+	.iterate_devices = lbs_iterate_devices,
+	.io_hints = lbs_io_hints,
+};
+
+static int __init lbs_init(void)
+{
+	int r;
+
+	if (!target_name || !*target_name) {
+		pr_err("dm-crypt-lbs: target_name must not be empty\n");
+		return -EINVAL;
+	}
+	lbs_target.name = target_name;
+	r = dm_register_target(&lbs_target);
+	if (r)
+		pr_err("dm-crypt-lbs: cannot register target \"%s\" (%d)%s\n",
+		       target_name, r,
+		       r == -EEXIST || r == -EBUSY ?
+		       ": another module has it; unload dm_crypt or use target_name=" : "");
+	return r;
+}
+
+static void __exit lbs_exit(void)
+{
+	dm_unregister_target(&lbs_target);
+}
+
+module_init(lbs_init);
+module_exit(lbs_exit);
+
+MODULE_DESCRIPTION(DM_NAME " crypt target with encryption sectors up to the page size");
+MODULE_LICENSE("GPL");
+MODULE_VERSION(LBS_VERSION_STRING);
