@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The running kernel as the tool sees it: device-mapper and the page size. An interface, so
+// command logic is tested with a fake; make_devmapper_kernel() is the real one (libdevmapper).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lbscrypt/result.hpp"
+#include "lbscrypt/secret.hpp"
+#include "lbscrypt/target_version.hpp"
+
+namespace lbscrypt {
+
+struct DeviceInfo {
+  std::string name;
+  std::uint32_t major = 0;
+  std::uint32_t minor = 0;
+  bool suspended = false;
+  bool read_only = false;
+  std::int32_t open_count = 0;
+  std::uint32_t target_count = 0;
+
+  // /dev/dm-N: devtmpfs always has it, even without udev.
+  [[nodiscard]] std::string dm_node() const { return "/dev/dm-" + std::to_string(minor); }
+};
+
+struct TargetLine {
+  std::uint64_t start = 0;
+  std::uint64_t length = 0;
+  std::string type;
+  SecretBuffer params;  // a table's parameters carry the key
+};
+
+struct CreateRequest {
+  std::string name;
+  std::string target_type = "crypt";
+  std::uint64_t length = 0;  // 512-byte sectors
+  SecretBuffer params;
+  bool read_only = false;
+};
+
+class Kernel {
+ public:
+  Kernel() = default;
+  Kernel(const Kernel &) = delete;
+  Kernel &operator=(const Kernel &) = delete;
+  Kernel(Kernel &&) = delete;
+  Kernel &operator=(Kernel &&) = delete;
+  virtual ~Kernel() = default;
+
+  // The version of a registered target; nullopt when no module provides it yet.
+  [[nodiscard]] virtual Result<std::optional<TargetVersion>> target_version(
+      std::string_view target_type) = 0;
+  [[nodiscard]] virtual std::uint32_t page_size() = 0;
+  // Create + load + resume, waiting for udev where it runs.
+  [[nodiscard]] virtual Result<DeviceInfo> create(const CreateRequest &request) = 0;
+  [[nodiscard]] virtual Result<void> remove(std::string_view name) = 0;
+  // Errc::not_found when no such mapping exists.
+  [[nodiscard]] virtual Result<DeviceInfo> info(std::string_view name) = 0;
+  [[nodiscard]] virtual Result<std::vector<TargetLine>> table(std::string_view name) = 0;
+  [[nodiscard]] virtual Result<std::vector<TargetLine>> status(std::string_view name) = 0;
+};
+
+[[nodiscard]] std::unique_ptr<Kernel> make_devmapper_kernel();
+
+}  // namespace lbscrypt

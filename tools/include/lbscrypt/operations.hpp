@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The tool's operations, on the Kernel and BlockDevices interfaces: build a table (gated),
+// check what this kernel allows, open / close / report a plain mapping.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "lbscrypt/device.hpp"
+#include "lbscrypt/gating.hpp"
+#include "lbscrypt/kernel.hpp"
+#include "lbscrypt/keys.hpp"
+#include "lbscrypt/result.hpp"
+#include "lbscrypt/table.hpp"
+
+namespace lbscrypt {
+
+// Where facts about the target kernel come from. `kernel` may be null when both facts are
+// assumed (a table for another machine).
+struct Environment {
+  Kernel *kernel = nullptr;
+  BlockDevices *devices = nullptr;
+  std::optional<TargetVersion> assume_version;
+  std::optional<std::uint32_t> assume_page_size;
+  std::string target_type = "crypt";
+};
+
+struct KnownCapabilities {
+  Capabilities caps;
+  bool target_loaded = true;  // false: no crypt target registered yet (version unknown)
+};
+
+[[nodiscard]] Result<KnownCapabilities> capabilities(const Environment &env);
+
+// Sizes and offsets in 512-byte sectors, as cryptsetup takes them.
+struct MappingRequest {
+  std::string device;
+  std::string cipher = kDefaultCipher;
+  std::uint64_t offset = 0;               // --offset: start on the device
+  std::uint64_t skip = 0;                 // --skip: iv_offset
+  std::optional<std::uint64_t> size;      // --size; default: the rest of the device
+  std::uint32_t sector_size = 512;        // --sector-size, bytes
+  bool iv_large_sectors = false;
+  bool allow_discards = false;
+  bool same_cpu_crypt = false;
+  bool submit_from_crypt_cpus = false;
+  bool no_read_workqueue = false;
+  bool no_write_workqueue = false;
+  MappingType type = MappingType::plain;
+};
+
+// Validates the request against the kernel (gate), the device (size, LUKS header) and the
+// key, and returns a table this kernel loads exactly as written. Nothing is touched.
+[[nodiscard]] Result<CryptTable> build_table(const MappingRequest &request, SecretBuffer key,
+                                             const Environment &env);
+
+struct CheckReport {
+  KnownCapabilities known;
+  std::uint32_t max_plain = 0;
+  std::uint32_t max_luks = 0;
+  std::optional<std::uint64_t> sector_size;
+  MappingType type = MappingType::plain;
+  std::optional<Error> refusal;  // set when sector_size would not load
+};
+
+[[nodiscard]] Result<CheckReport> check(const Environment &env,
+                                        std::optional<std::uint64_t> sector_size,
+                                        MappingType type);
+
+struct OpenResult {
+  DeviceInfo device;
+  CryptTable table;
+};
+
+[[nodiscard]] Result<OpenResult> open_mapping(const std::string &name, const CryptTable &table,
+                                              bool read_only, const Environment &env);
+
+[[nodiscard]] Result<void> close_mapping(const std::string &name, const Environment &env);
+
+struct StatusReport {
+  DeviceInfo device;
+  CryptTable table;  // the key replaced by zeros
+  std::string device_path;
+  std::uint32_t sector_size = 512;
+  std::uint32_t key_bits = 0;
+  std::optional<TargetVersion> target_version;
+};
+
+[[nodiscard]] Result<StatusReport> mapping_status(const std::string &name, const Environment &env);
+
+}  // namespace lbscrypt

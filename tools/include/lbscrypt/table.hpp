@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The dm-crypt table line:
+//   <start> <length> crypt <cipher> <key> <iv_offset> <device> <offset> [<#opt> <opt>...]
+// parsed into typed fields and formatted back exactly as the kernel prints it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "lbscrypt/result.hpp"
+#include "lbscrypt/secret.hpp"
+
+namespace lbscrypt {
+
+inline constexpr std::uint32_t kDefaultSectorSize = 512;
+
+// A key held by the kernel keyring: ":<key_size>:<type>:<description>".
+struct KeyringKey {
+  std::uint32_t key_size = 0;  // bytes
+  std::string type;            // logon, user, encrypted, trusted
+  std::string description;
+  bool operator==(const KeyringKey &) const = default;
+};
+
+struct EmptyKey {  // "-"
+  bool operator==(const EmptyKey &) const = default;
+};
+
+using KeySpec = std::variant<SecretBuffer, KeyringKey, EmptyKey>;
+
+struct IntegrityOption {  // integrity:<tag_size>:<auth>
+  std::uint32_t tag_size = 0;
+  std::string auth;
+  bool operator==(const IntegrityOption &) const = default;
+};
+
+// Optional parameters. Formatting prints them in the kernel's order:
+// allow_discards same_cpu_crypt high_priority submit_from_crypt_cpus no_read_workqueue
+// no_write_workqueue integrity: sector_size: iv_large_sectors integrity_key_size:
+struct CryptOptions {
+  bool allow_discards = false;
+  bool same_cpu_crypt = false;
+  bool high_priority = false;
+  bool submit_from_crypt_cpus = false;
+  bool no_read_workqueue = false;
+  bool no_write_workqueue = false;
+  std::optional<IntegrityOption> integrity;
+  // The sector_size argument exactly as written ("4096", or "4096abc" in a table under
+  // test). Absent means the default, 512. Use sector_size() for the validated number.
+  std::optional<std::string> sector_size_arg;
+  bool iv_large_sectors = false;
+  std::optional<std::uint32_t> integrity_key_size;
+
+  // Number of option words the line carries (the <#opt_params> field).
+  [[nodiscard]] unsigned count() const;
+  bool operator==(const CryptOptions &) const = default;
+};
+
+struct CryptTable {
+  std::uint64_t start = 0;   // 512-byte sectors
+  std::uint64_t length = 0;  // 512-byte sectors
+  std::string cipher;        // as written; parse_cipher_spec() gives the typed view
+  KeySpec key = EmptyKey{};
+  std::uint64_t iv_offset = 0;
+  std::string device;  // path or major:minor
+  std::uint64_t offset = 0;
+  CryptOptions options;
+
+  // The sector size if sector_size_arg is a canonical unsigned decimal (or absent).
+  [[nodiscard]] Result<std::uint32_t> sector_size() const;
+  bool operator==(const CryptTable &) const = default;
+};
+
+enum class KeyDisplay { show, hide };
+
+// Parses a whole line "<start> <length> crypt <params>". The target name must be "crypt"
+// (or the name passed in, e.g. "crypt_lbs").
+[[nodiscard]] Result<CryptTable> parse_table_line(std::string_view line,
+                                                  std::string_view target_name = "crypt");
+// Parses only the target parameters (what libdevmapper's dm_get_next_target returns).
+[[nodiscard]] Result<CryptTable> parse_table_params(std::string_view params, std::uint64_t start,
+                                                    std::uint64_t length);
+
+// Target parameters, as the kernel prints them (STATUSTYPE_TABLE). With KeyDisplay::hide the
+// key's hex digits are replaced by '0', as `dmsetup table` does without --showkeys.
+[[nodiscard]] SecretBuffer format_table_params(const CryptTable &table,
+                                               KeyDisplay keys = KeyDisplay::show);
+// The whole line "<start> <length> <target_name> <params>". Contains the key: a secret.
+[[nodiscard]] SecretBuffer format_table_line(const CryptTable &table,
+                                             KeyDisplay keys = KeyDisplay::show,
+                                             std::string_view target_name = "crypt");
+
+// Size of the key in bytes (0 for "-"), whichever form it has.
+[[nodiscard]] std::uint32_t key_size_bytes(const KeySpec &key);
+
+}  // namespace lbscrypt

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The lbscrypt command line: CLI11 parsing, the operations, output, and exit codes. Kept out
+// of main.cpp so the tests can drive it with fakes and string streams.
+#pragma once
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lbscrypt/device.hpp"
+#include "lbscrypt/kernel.hpp"
+#include "lbscrypt/keys.hpp"
+#include "lbscrypt/result.hpp"
+
+namespace lbscrypt::cli {
+
+// Stable exit codes (documented in Documentation/lbscrypt.rst).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitInvalid = 1,
+  kExitUsage = 2,
+  kExitRefused = 3,
+  kExitLuksRefused = 4,
+  kExitKey = 5,
+  kExitDevice = 6,
+  kExitKernel = 7,
+  kExitNotFound = 8,
+};
+
+[[nodiscard]] int exit_code(Errc code);
+
+struct Services {
+  std::function<std::unique_ptr<Kernel>()> make_kernel;
+  std::function<std::unique_ptr<BlockDevices>()> make_devices;
+  bool stdin_is_terminal = false;
+  TerminalReader terminal;
+};
+
+// The real services: libdevmapper, the system's block devices, the controlling terminal.
+[[nodiscard]] Services system_services();
+
+// Runs one command line; everything goes to `out` / `err`; returns the exit code.
+[[nodiscard]] int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &err,
+                      const Services &services);
+
+}  // namespace lbscrypt::cli

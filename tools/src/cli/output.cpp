@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "output.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace lbscrypt::cli {
+
+namespace {
+
+using nlohmann::json;
+
+std::vector<std::string> option_words(const CryptOptions &o) {
+  std::vector<std::string> words;
+  const std::pair<const char *, bool> flags[] = {
+      {"allow_discards", o.allow_discards},
+      {"same_cpu_crypt", o.same_cpu_crypt},
+      {"high_priority", o.high_priority},
+      {"submit_from_crypt_cpus", o.submit_from_crypt_cpus},
+      {"no_read_workqueue", o.no_read_workqueue},
+      {"no_write_workqueue", o.no_write_workqueue},
+      {"iv_large_sectors", o.iv_large_sectors},
+  };
+  for (const auto &[name, set] : flags) {
+    if (set) {
+      words.emplace_back(name);
+    }
+  }
+  return words;
+}
+
+// The non-secret description of a table, shared by `table --json` and `status --json`.
+json describe(const CryptTable &table) {
+  const auto sector_size = table.sector_size();
+  return json{{"start", table.start},
+              {"length", table.length},
+              {"cipher", table.cipher},
+              {"key_size", key_size_bytes(table.key) * 8},
+              {"iv_offset", table.iv_offset},
+              {"device", table.device},
+              {"offset", table.offset},
+              {"sector_size", sector_size ? *sector_size : 0},
+              {"flags", option_words(table.options)}};
+}
+
+std::string version_text(const KnownCapabilities &known) {
+  return known.target_loaded ? to_string(known.caps.version) : std::string("not loaded");
+}
+
+}  // namespace
+
+void write_json_string(std::ostream &out, std::string_view text) {
+  out << '"';
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out << '\\' << c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out << fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+    } else {
+      out << c;
+    }
+  }
+  out << '"';
+}
+
+void print_table(std::ostream &out, const CryptTable &table, std::string_view target_type,
+                 const KnownCapabilities &known, bool json_output) {
+  const SecretBuffer line = format_table_line(table, KeyDisplay::show, target_type);
+  if (!json_output) {
+    out << line.view() << '\n';
+    return;
+  }
+  json rest = describe(table);
+  rest["target"] = target_type;
+  rest["target_version"] = version_text(known);
+  rest["page_size"] = known.caps.page_size;
+  const std::string body = rest.dump();
+  out << "{\"table\":";
+  write_json_string(out, line.view());
+  out << ',' << std::string_view(body).substr(1) << '\n';
+}
+
+void print_check(std::ostream &out, const CheckReport &report, std::string_view target_type,
+                 bool json_output) {
+  const std::string version = version_text(report.known);
+  if (json_output) {
+    json j{{"target", target_type},
+           {"target_version", report.known.target_loaded ? json(version) : json(nullptr)},
+           {"page_size", report.known.caps.page_size},
+           {"max_plain_sector_size", report.max_plain},
+           {"max_luks_sector_size", report.max_luks}};
+    if (report.sector_size) {
+      j["sector_size"] = *report.sector_size;
+      j["type"] = to_string(report.type);
+      j["loads"] = !report.refusal.has_value();
+      j["reason"] = report.refusal ? json(report.refusal->message) : json(nullptr);
+    }
+    out << j.dump() << '\n';
+    return;
+  }
+  out << fmt::format("{} target:             {}\n", target_type,
+                     report.known.target_loaded ? "v" + version : version);
+  out << fmt::format("page size:                {}\n", report.known.caps.page_size);
+  out << fmt::format("largest plain sector size: {}\n", report.max_plain);
+  out << fmt::format("largest LUKS sector size:  {}\n", report.max_luks);
+  if (report.sector_size) {
+    out << fmt::format("sector size {} ({}):     {}\n", *report.sector_size,
+                       to_string(report.type),
+                       report.refusal ? "refused: " + report.refusal->message : "loads");
+  }
+}
+
+void print_status(std::ostream &out, const StatusReport &report, std::string_view target_type,
+                  bool json_output) {
+  const CryptTable &t = report.table;
+  const std::string version =
+      report.target_version ? to_string(*report.target_version) : std::string("unknown");
+  if (json_output) {
+    json j = describe(t);
+    j["name"] = report.device.name;
+    j["dm_device"] = report.device.dm_node();
+    j["device"] = report.device_path;
+    j["active"] = true;
+    j["in_use"] = report.device.open_count > 0;
+    j["read_only"] = report.device.read_only;
+    j["target"] = target_type;
+    j["target_version"] = version;
+    out << j.dump() << '\n';
+    return;
+  }
+  out << fmt::format("/dev/mapper/{} is active{}.\n", report.device.name,
+                     report.device.open_count > 0 ? " and is in use" : "");
+  out << "  type:    PLAIN\n";
+  out << fmt::format("  cipher:  {}\n", t.cipher);
+  out << fmt::format("  keysize: {} bits\n", report.key_bits);
+  out << "  key location: dm-crypt\n";
+  out << fmt::format("  device:  {}\n", report.device_path);
+  out << fmt::format("  sector size:  {}\n", report.sector_size);
+  out << fmt::format("  offset:  {} sectors\n", t.offset);
+  out << fmt::format("  size:    {} sectors\n", t.length);
+  out << fmt::format("  skip:    {} sectors\n", t.iv_offset);
+  out << fmt::format("  mode:    {}\n", report.device.read_only ? "readonly" : "read/write");
+  const auto flags = option_words(t.options);
+  if (!flags.empty()) {
+    out << fmt::format("  flags:   {}\n", fmt::join(flags, " "));
+  }
+  out << fmt::format("  dm device: {}\n", report.device.dm_node());
+  out << fmt::format("  target:  {} v{}\n", target_type, version);
+}
+
+void print_opened(std::ostream &out, const OpenResult &opened) {
+  const auto sector_size = opened.table.sector_size();
+  out << fmt::format("{}: /dev/mapper/{} ({}), {} sectors, sector size {}\n", opened.device.name,
+                     opened.device.name, opened.device.dm_node(), opened.table.length,
+                     sector_size ? *sector_size : 0);
+}
+
+}  // namespace lbscrypt::cli

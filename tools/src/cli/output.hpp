@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Text and JSON renderings of the operations' results.
+#pragma once
+
+#include <iosfwd>
+#include <string_view>
+
+#include "lbscrypt/operations.hpp"
+
+namespace lbscrypt::cli {
+
+// The table line goes straight from locked memory to the stream (it carries the key).
+void print_table(std::ostream &out, const CryptTable &table, std::string_view target_type,
+                 const KnownCapabilities &known, bool json);
+void print_check(std::ostream &out, const CheckReport &report, std::string_view target_type,
+                 bool json);
+void print_status(std::ostream &out, const StatusReport &report, std::string_view target_type,
+                  bool json);
+void print_opened(std::ostream &out, const OpenResult &opened);
+
+// Writes `text` as a JSON string literal (quotes included) without copying it.
+void write_json_string(std::ostream &out, std::string_view text);
+
+}  // namespace lbscrypt::cli

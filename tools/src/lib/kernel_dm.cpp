@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Kernel adapter on libdevmapper.
+#include <libdevmapper.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "lbscrypt/kernel.hpp"
+
+namespace lbscrypt {
+
+namespace {
+
+constexpr int kLogLevelMask = 0x7;
+constexpr int kLogErrorLevel = 3;  // libdevmapper's _LOG_ERR
+
+// The last error libdevmapper reported; it goes into our error messages instead of stderr.
+std::string &last_dm_error() {
+  static std::string message;
+  return message;
+}
+
+extern "C" void capture_dm_log(int level, const char * /*file*/, int /*line*/, int /*dm_errno*/,
+                               const char *format, ...) {
+  if ((level & kLogLevelMask) > kLogErrorLevel) {
+    return;
+  }
+  std::array<char, 512> buffer{};
+  va_list args;
+  va_start(args, format);
+  // NOLINTNEXTLINE(clang-diagnostic-format-nonliteral, cppcoreguidelines-pro-type-vararg)
+  std::vsnprintf(buffer.data(), buffer.size(), format, args);
+  va_end(args);
+  last_dm_error() = buffer.data();
+}
+
+struct TaskDeleter {
+  void operator()(dm_task *task) const { dm_task_destroy(task); }
+};
+using Task = std::unique_ptr<dm_task, TaskDeleter>;
+
+bool udev_running() { return access("/run/udev/control", F_OK) == 0; }
+
+Error dm_failure(Errc code, std::string_view what) {
+  std::string detail = last_dm_error();
+  if (detail.empty()) {
+    detail = "device-mapper gave no reason (is dm_mod loaded and are you root?)";
+  }
+  return make_error(code, fmt::format("{}: {}", what, detail));
+}
+
+class DevmapperKernel final : public Kernel {
+ public:
+  DevmapperKernel() : use_udev_(udev_running()) {
+    dm_log_with_errno_init(capture_dm_log);
+    if (!use_udev_) {
+      // No udev: libdevmapper makes the /dev/mapper nodes itself and waits for nobody.
+      setenv("DM_DISABLE_UDEV", "1", 0);
+      dm_udev_set_sync_support(0);
+    }
+  }
+  DevmapperKernel(const DevmapperKernel &) = delete;
+  DevmapperKernel &operator=(const DevmapperKernel &) = delete;
+  DevmapperKernel(DevmapperKernel &&) = delete;
+  DevmapperKernel &operator=(DevmapperKernel &&) = delete;
+  ~DevmapperKernel() override {
+    dm_task_update_nodes();
+    dm_log_with_errno_init(nullptr);
+  }
+
+  Result<std::optional<TargetVersion>> target_version(std::string_view target_type) override {
+    const Task task(new_task(DM_DEVICE_LIST_VERSIONS));
+    if (!task || dm_task_run(task.get()) == 0) {
+      return dm_failure(Errc::kernel, "cannot list device-mapper targets");
+    }
+    dm_versions *entry = dm_task_get_versions(task.get());
+    while (entry != nullptr) {
+      if (target_type == entry->name) {
+        return std::optional<TargetVersion>(
+            TargetVersion{entry->version[0], entry->version[1], entry->version[2]});
+      }
+      if (entry->next == 0) {
+        break;
+      }
+      // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
+      entry = reinterpret_cast<dm_versions *>(reinterpret_cast<char *>(entry) + entry->next);
+    }
+    return std::optional<TargetVersion>{};
+  }
+
+  std::uint32_t page_size() override {
+    return static_cast<std::uint32_t>(sysconf(_SC_PAGESIZE));
+  }
+
+  Result<DeviceInfo> create(const CreateRequest &request) override {
+    const Task task(named_task(DM_DEVICE_CREATE, request.name));
+    if (!task) {
+      return dm_failure(Errc::kernel, "cannot prepare the create request");
+    }
+    SecretBuffer params = request.params;  // NUL-terminated copy, wiped on return
+    params.append("", 1);
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
+    const auto *text = reinterpret_cast<const char *>(params.data());
+    const bool added = dm_task_add_target(task.get(), 0, request.length,
+                                          request.target_type.c_str(), text) != 0;
+    if (!added || dm_task_secure_data(task.get()) == 0 ||
+        (request.read_only && dm_task_set_ro(task.get()) == 0)) {
+      return dm_failure(Errc::kernel, "cannot prepare the create request");
+    }
+    if (!run_with_udev(task.get())) {
+      return dm_failure(Errc::kernel,
+                        fmt::format("the kernel refused to create {}", request.name));
+    }
+    return info(request.name);
+  }
+
+  Result<void> remove(std::string_view name) override {
+    const Task task(named_task(DM_DEVICE_REMOVE, name));
+    if (!task) {
+      return dm_failure(Errc::kernel, "cannot prepare the remove request");
+    }
+    if (!run_with_udev(task.get())) {
+      return dm_failure(Errc::kernel, fmt::format("cannot remove {}", name));
+    }
+    return Ok{};
+  }
+
+  Result<DeviceInfo> info(std::string_view name) override {
+    const Task task(named_task(DM_DEVICE_INFO, name));
+    dm_info raw{};
+    if (!task || dm_task_run(task.get()) == 0 || dm_task_get_info(task.get(), &raw) == 0) {
+      return dm_failure(Errc::kernel, fmt::format("cannot query {}", name));
+    }
+    if (raw.exists == 0) {
+      return make_error(Errc::not_found, fmt::format("no device-mapper device named {}", name));
+    }
+    DeviceInfo info;
+    info.name = std::string(name);
+    info.major = raw.major;
+    info.minor = raw.minor;
+    info.suspended = raw.suspended != 0;
+    info.read_only = raw.read_only != 0;
+    info.open_count = raw.open_count;
+    info.target_count = static_cast<std::uint32_t>(raw.target_count);
+    return info;
+  }
+
+  Result<std::vector<TargetLine>> table(std::string_view name) override {
+    return targets(DM_DEVICE_TABLE, name);
+  }
+
+  Result<std::vector<TargetLine>> status(std::string_view name) override {
+    return targets(DM_DEVICE_STATUS, name);
+  }
+
+ private:
+  static dm_task *new_task(int type) {
+    last_dm_error().clear();
+    return dm_task_create(type);
+  }
+
+  static dm_task *named_task(int type, std::string_view name) {
+    dm_task *task = new_task(type);
+    if (task != nullptr && dm_task_set_name(task, std::string(name).c_str()) == 0) {
+      dm_task_destroy(task);
+      return nullptr;
+    }
+    return task;
+  }
+
+  // Runs a task that makes or removes a device node, synchronised with udev when it runs.
+  [[nodiscard]] bool run_with_udev(dm_task *task) const {
+    if (!use_udev_) {
+      const bool ok = dm_task_run(task) != 0;
+      dm_task_update_nodes();
+      return ok;
+    }
+    std::uint32_t cookie = 0;
+    if (dm_task_set_cookie(task, &cookie, 0) == 0) {
+      return false;
+    }
+    const bool ok = dm_task_run(task) != 0;
+    dm_udev_wait(cookie);
+    return ok;
+  }
+
+  static Result<std::vector<TargetLine>> targets(int type, std::string_view name) {
+    const Task task(named_task(type, name));
+    if (!task || dm_task_secure_data(task.get()) == 0 || dm_task_run(task.get()) == 0) {
+      return dm_failure(Errc::kernel, fmt::format("cannot read the table of {}", name));
+    }
+    dm_info raw{};
+    if (dm_task_get_info(task.get(), &raw) == 0 || raw.exists == 0) {
+      return make_error(Errc::not_found, fmt::format("no device-mapper device named {}", name));
+    }
+    std::vector<TargetLine> lines;
+    void *next = nullptr;
+    do {
+      std::uint64_t start = 0;
+      std::uint64_t length = 0;
+      char *target_type = nullptr;
+      char *params = nullptr;
+      next = dm_get_next_target(task.get(), next, &start, &length, &target_type, &params);
+      if (target_type != nullptr) {
+        TargetLine line;
+        line.start = start;
+        line.length = length;
+        line.type = target_type;
+        line.params.append(params != nullptr ? params : "");
+        lines.push_back(std::move(line));
+      }
+    } while (next != nullptr);
+    return lines;
+  }
+
+  bool use_udev_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_devmapper_kernel() { return std::make_unique<DevmapperKernel>(); }
+
+}  // namespace lbscrypt

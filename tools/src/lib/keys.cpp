@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "lbscrypt/keys.hpp"
+
+#include <fmt/format.h>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "cryptsetup_handle.hpp"
+
+namespace lbscrypt {
+
+namespace {
+
+constexpr std::uint32_t kMaxKeyBits = 8192;  // libcryptsetup refuses plain keys above 1024 bytes
+
+using detail::CryptDevice;
+using detail::CryptSafeBuffer;
+
+bool is_stdin(const std::optional<std::string> &key_file) {
+  return !key_file || *key_file == "-";
+}
+
+}  // namespace
+
+Result<KeyPlan> plan_plain_key(const KeyOptions &options, bool stdin_is_terminal) {
+  if (options.key_size_bits == 0 || options.key_size_bits % 8 != 0 ||
+      options.key_size_bits > kMaxKeyBits) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("--key-size {} is not a multiple of 8 bits between 8 and {}",
+                                  options.key_size_bits, kMaxKeyBits));
+  }
+  KeyPlan plan;
+  plan.key_bytes = options.key_size_bits / 8;
+  plan.hash = options.hash.value_or(kDefaultPlainHash);
+  if (!is_stdin(options.key_file)) {
+    plan.source = KeyPlan::Source::file;
+    plan.hash.reset();
+    if (options.hash) {
+      plan.warnings.emplace_back(
+          "WARNING: The --hash parameter is being ignored in plain mode with keyfile specified.");
+    }
+  } else if (options.key_file) {
+    plan.source = KeyPlan::Source::stdin_all;
+  } else {
+    plan.source = stdin_is_terminal ? KeyPlan::Source::terminal : KeyPlan::Source::stdin_line;
+  }
+  if (plan.hash == "plain") {
+    plan.hash.reset();
+  }
+  if (plan.source == KeyPlan::Source::file) {
+    if (options.keyfile_size) {
+      plan.warnings.emplace_back(
+          "WARNING: The --keyfile-size option is being ignored, the read size is the same as "
+          "the encryption key size.");
+    }
+    plan.read_limit = plan.key_bytes;
+  } else if (plan.source == KeyPlan::Source::stdin_all && !plan.hash) {
+    plan.read_limit = plan.key_bytes;
+  } else {
+    plan.read_limit = options.keyfile_size.value_or(0);
+  }
+  if (plan.source == KeyPlan::Source::terminal && options.keyfile_offset != 0) {
+    return make_error(Errc::invalid_argument, "cannot use --keyfile-offset with terminal input");
+  }
+  return plan;
+}
+
+Result<SecretBuffer> read_key_material(const KeyPlan &plan, const KeyOptions &options,
+                                       const TerminalReader &terminal) {
+  if (plan.source == KeyPlan::Source::terminal) {
+    if (!terminal) {
+      return make_error(Errc::key, "no terminal to read a passphrase from");
+    }
+    auto line = terminal(kMaxTerminalPassphrase);
+    if (line && plan.read_limit != 0) {
+      line->truncate(plan.read_limit);
+    }
+    return line;
+  }
+  const char *path = plan.source == KeyPlan::Source::file ? options.key_file->c_str() : nullptr;
+  const std::uint32_t flags = plan.source == KeyPlan::Source::stdin_line ? CRYPT_KEYFILE_STOP_EOL : 0;
+  detail::silence_libcryptsetup();
+  char *raw = nullptr;
+  std::size_t raw_size = 0;
+  const int r = crypt_keyfile_device_read(nullptr, path, &raw, &raw_size, options.keyfile_offset,
+                                          plan.read_limit, flags);
+  const CryptSafeBuffer guard(raw);
+  if (r < 0) {
+    return make_error(Errc::key, fmt::format("cannot read the key from {}: {}",
+                                             path != nullptr ? path : "standard input",
+                                             std::strerror(-r)));
+  }
+  if (plan.source == KeyPlan::Source::file && raw_size < plan.key_bytes) {
+    return make_error(Errc::key, fmt::format("key file {} holds {} bytes after offset {}, the key "
+                                             "needs {}",
+                                             *options.key_file, raw_size,
+                                             options.keyfile_offset, plan.key_bytes));
+  }
+  return SecretBuffer(raw, raw_size);
+}
+
+Result<SecretBuffer> make_plain_key(const KeyPlan &plan, const SecretBuffer &material) {
+  if (!plan.hash) {
+    if (material.size() < plan.key_bytes) {
+      return make_error(Errc::key, fmt::format("the key material is {} bytes, the key needs {} "
+                                               "(without a hash it is used as is)",
+                                               material.size(), plan.key_bytes));
+    }
+    return SecretBuffer(material.data(), plan.key_bytes);
+  }
+  detail::silence_libcryptsetup();
+  crypt_device *raw_cd = nullptr;
+  if (const int r = crypt_init(&raw_cd, nullptr); r < 0) {
+    return make_error(Errc::key, fmt::format("libcryptsetup: cannot initialise: {}",
+                                             std::strerror(-r)));
+  }
+  const CryptDevice cd(raw_cd);
+  crypt_params_plain params{};
+  params.hash = plan.hash->c_str();
+  params.sector_size = 512;
+  // The cipher only labels the context; the hash alone makes the key.
+  if (const int r = crypt_format(cd.get(), CRYPT_PLAIN, "aes", "xts-plain64", nullptr, nullptr,
+                                 plan.key_bytes, &params);
+      r < 0) {
+    return make_error(Errc::key, fmt::format("libcryptsetup refuses hash '{}' for a {}-byte key: {}",
+                                             *plan.hash, plan.key_bytes, std::strerror(-r)));
+  }
+  SecretBuffer key(plan.key_bytes);
+  std::size_t key_size = key.size();
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
+  const int r = crypt_volume_key_get(cd.get(), CRYPT_ANY_SLOT, reinterpret_cast<char *>(key.data()),
+                                     &key_size,
+                                     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
+                                     reinterpret_cast<const char *>(material.data()),
+                                     material.size());
+  if (r < 0 || key_size != plan.key_bytes) {
+    return make_error(Errc::key, fmt::format("cannot hash the passphrase with '{}' (unknown hash?)",
+                                             *plan.hash));
+  }
+  return key;
+}
+
+Result<PlainKey> derive_plain_key(const KeyOptions &options, bool stdin_is_terminal,
+                                  const TerminalReader &terminal) {
+  auto plan = plan_plain_key(options, stdin_is_terminal);
+  if (!plan) {
+    return plan.error();
+  }
+  const auto material = read_key_material(*plan, options, terminal);
+  if (!material) {
+    return material.error();
+  }
+  auto key = make_plain_key(*plan, *material);
+  if (!key) {
+    return key.error();
+  }
+  return PlainKey{std::move(key).value(), std::move(plan).value()};
+}
+
+}  // namespace lbscrypt

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "lbscrypt/operations.hpp"
+
+#include <fmt/format.h>
+
+#include "lbscrypt/cipher.hpp"
+#include "lbscrypt/numbers.hpp"
+
+namespace lbscrypt {
+
+namespace {
+
+constexpr std::uint64_t kSectorBytes = 512;
+
+Result<void> gate(std::uint64_t sector_size, const KnownCapabilities &known, MappingType type) {
+  if (!known.target_loaded && type == MappingType::plain &&
+      sector_size > kPortableMaxSectorSize && sector_size <= kBlockLayerMaxSectorSize &&
+      is_power_of_two(sector_size)) {
+    return make_error(Errc::refused,
+                      fmt::format("no crypt target is loaded; sector_size {} needs v{}: load "
+                                  "dm-crypt-lbs",
+                                  sector_size, to_string(kLargeSectorVersion)));
+  }
+  return check_sector_size(sector_size, known.caps, type);
+}
+
+// The mapping's length in sectors, from --size or the device; and the LUKS rule.
+Result<std::uint64_t> mapping_length(const MappingRequest &request, const Environment &env) {
+  const auto bytes = env.devices->size_bytes(request.device);
+  if (!bytes) {
+    // A table for another machine may name a device that is not here; --size stands in.
+    if (request.size) {
+      return *request.size;
+    }
+    return bytes.error();
+  }
+  const std::uint64_t device_sectors = *bytes / kSectorBytes;
+  if (request.offset >= device_sectors) {
+    return make_error(Errc::refused,
+                      fmt::format("--offset {} is not inside device {} ({} sectors)",
+                                  request.offset, request.device, device_sectors));
+  }
+  const std::uint64_t available = device_sectors - request.offset;
+  if (request.size && *request.size > available) {
+    return make_error(Errc::refused,
+                      fmt::format("--size {} exceeds the {} sectors of {} after --offset {}",
+                                  *request.size, available, request.device, request.offset));
+  }
+  if (request.sector_size > kPortableMaxSectorSize) {
+    const auto luks = env.devices->has_luks_header(request.device);
+    if (!luks) {
+      return luks.error();
+    }
+    if (*luks) {
+      return make_error(Errc::luks_refused,
+                        fmt::format("{} holds a LUKS header; LUKS stays at sector size 4096 on "
+                                    "every kernel, {} is refused",
+                                    request.device, request.sector_size));
+    }
+  }
+  return request.size.value_or(available);
+}
+
+Result<void> check_alignment(const MappingRequest &request, std::uint64_t length) {
+  const std::uint64_t unit = request.sector_size / kSectorBytes;
+  if (length == 0) {
+    return make_error(Errc::refused, "the mapping would be empty; give a non-zero --size");
+  }
+  if (length % unit != 0) {
+    return make_error(Errc::refused,
+                      fmt::format("the mapping's size, {} sectors, is not a multiple of sector "
+                                  "size {} ({} sectors); use --size {}",
+                                  length, request.sector_size, unit, length / unit * unit));
+  }
+  if (request.offset % unit != 0) {
+    return make_error(Errc::refused,
+                      fmt::format("--offset {} is not a multiple of sector size {} ({} sectors)",
+                                  request.offset, request.sector_size, unit));
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<KnownCapabilities> capabilities(const Environment &env) {
+  KnownCapabilities known;
+  if (env.assume_version) {
+    known.caps.version = *env.assume_version;
+  } else if (env.kernel == nullptr) {
+    return make_error(Errc::invalid_argument,
+                      "no kernel to ask: give --assume-version and --assume-page-size");
+  } else {
+    const auto version = env.kernel->target_version(env.target_type);
+    if (!version) {
+      return version.error();
+    }
+    known.target_loaded = version->has_value();
+    known.caps.version = version->value_or(TargetVersion{});
+  }
+  if (env.assume_page_size) {
+    known.caps.page_size = *env.assume_page_size;
+  } else if (env.kernel == nullptr) {
+    return make_error(Errc::invalid_argument,
+                      "no kernel to ask: give --assume-version and --assume-page-size");
+  } else {
+    known.caps.page_size = env.kernel->page_size();
+  }
+  return known;
+}
+
+Result<CryptTable> build_table(const MappingRequest &request, SecretBuffer key,
+                               const Environment &env) {
+  const auto known = capabilities(env);
+  if (!known) {
+    return known.error();
+  }
+  if (const auto gated = gate(request.sector_size, *known, request.type); !gated) {
+    return gated.error();
+  }
+  if (const auto cipher = parse_cipher_spec(request.cipher); !cipher) {
+    return cipher.error();
+  }
+  if (key.empty()) {
+    return make_error(Errc::key, "the key is empty");
+  }
+  const auto length = mapping_length(request, env);
+  if (!length) {
+    return length.error();
+  }
+  if (const auto aligned = check_alignment(request, *length); !aligned) {
+    return aligned.error();
+  }
+  CryptTable table;
+  table.length = *length;
+  table.cipher = request.cipher;
+  table.key = std::move(key);
+  table.iv_offset = request.skip;
+  table.device = request.device;
+  table.offset = request.offset;
+  CryptOptions &o = table.options;
+  o.allow_discards = request.allow_discards;
+  o.same_cpu_crypt = request.same_cpu_crypt;
+  o.submit_from_crypt_cpus = request.submit_from_crypt_cpus;
+  o.no_read_workqueue = request.no_read_workqueue;
+  o.no_write_workqueue = request.no_write_workqueue;
+  o.iv_large_sectors = request.iv_large_sectors;
+  if (request.sector_size != kDefaultSectorSize) {
+    o.sector_size_arg = std::to_string(request.sector_size);
+  }
+  // Belt and braces: never hand out a table the kernel would load differently.
+  const Prediction p = predict(table, known->caps.version, known->caps.page_size);
+  if (p.outcome != Outcome::accepted) {
+    return make_error(Errc::refused, fmt::format("the kernel would not load this table as "
+                                                 "written: {}",
+                                                 p.reason));
+  }
+  return table;
+}
+
+Result<CheckReport> check(const Environment &env, std::optional<std::uint64_t> sector_size,
+                          MappingType type) {
+  const auto known = capabilities(env);
+  if (!known) {
+    return known.error();
+  }
+  CheckReport report;
+  report.known = *known;
+  report.type = type;
+  report.sector_size = sector_size;
+  report.max_plain = max_sector_size(known->caps, MappingType::plain);
+  report.max_luks = max_sector_size(known->caps, MappingType::luks);
+  if (!known->target_loaded) {
+    report.max_plain = kPortableMaxSectorSize;
+  }
+  if (sector_size) {
+    if (const auto verdict = gate(*sector_size, *known, type); !verdict) {
+      report.refusal = verdict.error();
+    }
+  }
+  return report;
+}
+
+Result<OpenResult> open_mapping(const std::string &name, const CryptTable &table, bool read_only,
+                                const Environment &env) {
+  if (env.kernel == nullptr) {
+    return make_error(Errc::invalid_argument, "opening a mapping needs the running kernel");
+  }
+  if (const auto existing = env.kernel->info(name); existing) {
+    return make_error(Errc::refused, fmt::format("device {} already exists", name));
+  } else if (existing.error().code != Errc::not_found) {
+    return existing.error();
+  }
+  CreateRequest request;
+  request.name = name;
+  request.target_type = env.target_type;
+  request.length = table.length;
+  request.params = format_table_params(table);
+  request.read_only = read_only;
+  auto created = env.kernel->create(request);
+  if (!created) {
+    return created.error();
+  }
+  // Read back what the kernel recorded; a mapping that differs from the request goes away.
+  const auto lines = env.kernel->table(name);
+  const auto expected = table.sector_size();
+  if (lines && lines->size() == 1) {
+    const auto loaded = parse_table_params(lines->front().params.view(), 0, table.length);
+    if (loaded && expected && loaded->sector_size() && *loaded->sector_size() == *expected) {
+      return OpenResult{*created, table};
+    }
+  }
+  const auto removed = env.kernel->remove(name);
+  return make_error(Errc::kernel, fmt::format("{} was created but its table does not read back "
+                                              "as requested; {}",
+                                              name, removed ? "it was removed again"
+                                                            : "and it could not be removed"));
+}
+
+Result<void> close_mapping(const std::string &name, const Environment &env) {
+  if (env.kernel == nullptr) {
+    return make_error(Errc::invalid_argument, "closing a mapping needs the running kernel");
+  }
+  const auto lines = env.kernel->table(name);
+  if (!lines) {
+    return lines.error();
+  }
+  for (const auto &line : *lines) {
+    if (line.type != env.target_type) {
+      return make_error(Errc::refused, fmt::format("{} is a '{}' mapping, not '{}'; not removed",
+                                                   name, line.type, env.target_type));
+    }
+  }
+  return env.kernel->remove(name);
+}
+
+Result<StatusReport> mapping_status(const std::string &name, const Environment &env) {
+  if (env.kernel == nullptr) {
+    return make_error(Errc::invalid_argument, "status needs the running kernel");
+  }
+  const auto info = env.kernel->info(name);
+  if (!info) {
+    return info.error();
+  }
+  const auto lines = env.kernel->table(name);
+  if (!lines) {
+    return lines.error();
+  }
+  if (lines->size() != 1 || lines->front().type != env.target_type) {
+    return make_error(Errc::refused,
+                      fmt::format("{} is not a single-target '{}' mapping", name, env.target_type));
+  }
+  const TargetLine &line = lines->front();
+  auto table = parse_table_params(line.params.view(), line.start, line.length);
+  if (!table) {
+    return table.error();
+  }
+  StatusReport report;
+  report.device = *info;
+  report.key_bits = key_size_bytes(table->key) * 8;
+  if (auto *bytes = std::get_if<SecretBuffer>(&table->key)) {
+    *bytes = SecretBuffer(bytes->size());  // zeros: status never shows the key
+  }
+  const auto sector_size = table->sector_size();
+  report.sector_size = sector_size ? *sector_size : 0;
+  report.device_path = env.devices != nullptr ? env.devices->resolve(table->device) : table->device;
+  report.table = std::move(table).value();
+  const auto version = env.kernel->target_version(line.type);
+  if (version) {
+    report.target_version = *version;
+  }
+  return report;
+}
+
+}  // namespace lbscrypt
