@@ -12,12 +12,11 @@
 #include <linux/minmax.h>
 #include <linux/version.h>
 
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 1, 0)
-#error "dm-crypt-lbs needs Linux 6.1 or later"
-#endif
+/* Kernel versions this builds for: 6.1 and later. */
+#define LBS_KERNEL_AT_LEAST(a, b, c)	(LINUX_VERSION_CODE >= KERNEL_VERSION(a, b, c))
 
 /* The unaligned access helpers moved to linux/ in 6.12. */
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0)
+#if LBS_KERNEL_AT_LEAST(6, 12, 0)
 #include <linux/unaligned.h>
 #else
 #include <asm/unaligned.h>
@@ -32,15 +31,21 @@
 #ifdef BLK_MAX_BLOCK_SIZE
 #define LBS_MAX_SECTOR_SIZE \
 	min_t(unsigned int, PAGE_SIZE, BLK_MAX_BLOCK_SIZE)
-#define LBS_MAX_SECTOR_REASON \
-	(PAGE_SIZE <= BLK_MAX_BLOCK_SIZE ? "PAGE_SIZE" : "BLK_MAX_BLOCK_SIZE")
+static inline const char *lbs_max_sector_reason(void)
+{
+	unsigned long page = PAGE_SIZE;
+
+	return page <= BLK_MAX_BLOCK_SIZE ? "PAGE_SIZE" : "BLK_MAX_BLOCK_SIZE";
+}
+
+#define LBS_MAX_SECTOR_REASON	lbs_max_sector_reason()
 #else
 #define LBS_MAX_SECTOR_SIZE	((unsigned int)PAGE_SIZE)
 #define LBS_MAX_SECTOR_REASON	"PAGE_SIZE"
 #endif
 
 /* Crypto completion callbacks take the request's data pointer from 6.3. */
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
+#if LBS_KERNEL_AT_LEAST(6, 3, 0)
 #define LBS_ASYNC_ARG void *
 static inline void *lbs_async_data(void *data)
 {
@@ -52,11 +57,6 @@ static inline void *lbs_async_data(struct crypto_async_request *areq)
 {
 	return areq->data;
 }
-#endif
-
-/* __counted_by() arrived in 6.5. */
-#ifndef __counted_by
-#define __counted_by(member)
 #endif
 
 /* Keyring key types that exist only when the kernel config has them. */

@@ -49,7 +49,7 @@ enum lbs_state {
 	LBS_SUSPENDED,
 };
 
-#define LBS_MIN_SECTOR_SIZE	(1U << SECTOR_SHIFT)
+#define LBS_MIN_SECTOR_SIZE	((unsigned int)SECTOR_SIZE)
 
 /* Crypto requests and clone bios reserved per device. */
 #define LBS_MIN_IOS		64
@@ -110,7 +110,7 @@ struct lbs_config {
 
 	char *key_string;	/* "<type>:<description>" of a keyring key */
 	unsigned int key_size;
-	u8 key[] __counted_by(key_size);
+	u8 key[];
 };
 
 /* Per-bio state, in the bio's dm per-bio data. */

@@ -166,7 +166,8 @@ int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
 			return -EINVAL;
 		}
 	}
-	lbs_set_error(ti, "unknown IV mode \"%s\" (plain, plain64, plain64be, essiv:<hash>, benbi, null, eboiv)",
+	lbs_set_error(ti,
+		      "unknown IV mode \"%s\" (plain, plain64, plain64be, essiv:<hash>, benbi, null, eboiv)",
 		      ivmode);
 	return -EINVAL;
 }

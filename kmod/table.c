@@ -60,7 +60,8 @@ static int lbs_parse_sector_size(struct dm_target *ti, struct lbs_config *cc,
 		return -EINVAL;
 	}
 	if (r) {
-		lbs_set_error(ti, "sector_size \"%s\" is not an unsigned decimal number (allowed: powers of two from %u to %u)",
+		lbs_set_error(ti,
+			      "sector_size \"%s\" is not an unsigned decimal number (allowed: powers of two from %u to %u)",
 			      arg, LBS_MIN_SECTOR_SIZE, bound);
 		return -EINVAL;
 	}
@@ -70,12 +71,14 @@ static int lbs_parse_sector_size(struct dm_target *ti, struct lbs_config *cc,
 		return -EINVAL;
 	}
 	if (!is_power_of_2(val)) {
-		lbs_set_error(ti, "sector_size %llu is not a power of two (allowed: powers of two from %u to %u)",
+		lbs_set_error(ti,
+			      "sector_size %llu is not a power of two (allowed: powers of two from %u to %u)",
 			      val, LBS_MIN_SECTOR_SIZE, bound);
 		return -EINVAL;
 	}
 	if (ti->len & ((val >> SECTOR_SHIFT) - 1)) {
-		lbs_set_error(ti, "device length %llu sectors is not a multiple of sector_size %llu (%llu sectors)",
+		lbs_set_error(ti,
+			      "device length %llu sectors is not a multiple of sector_size %llu (%llu sectors)",
 			      (unsigned long long)ti->len, val,
 			      val >> SECTOR_SHIFT);
 		return -EINVAL;
@@ -111,7 +114,8 @@ static int lbs_parse_option(struct dm_target *ti, struct lbs_config *cc,
 
 		if (!strncasecmp(opt, lbs_unsupported_opts[i], len) &&
 		    opt[len] == ':') {
-			lbs_set_error(ti, "optional parameter %s: integrity/AEAD is not supported by this target",
+			lbs_set_error(ti,
+				      "optional parameter %s: integrity/AEAD is not supported by this target",
 				      opt);
 			return -EINVAL;
 		}
@@ -166,7 +170,8 @@ static int lbs_parse_legacy(struct dm_target *ti, struct lbs_config *cc,
 
 		if (lbs_parse_u64(keycount, &val) || !val || val > 64 ||
 		    !is_power_of_2(val)) {
-			lbs_set_error(ti, "cipher %s: key count %s is not a power of two from 1 to 64",
+			lbs_set_error(ti,
+				      "cipher %s: key count %s is not a power of two from 1 to 64",
 				      cc->cipher_string, keycount);
 			return -EINVAL;
 		}
@@ -213,7 +218,8 @@ static int lbs_parse_capi(struct dm_target *ti, struct lbs_config *cc,
 	if (*ivmode)
 		*(*ivmode)++ = '\0';
 	if (strstarts(spec, "authenc(")) {
-		lbs_set_error(ti, "cipher %s: AEAD/authenticated encryption is not supported by this target",
+		lbs_set_error(ti,
+			      "cipher %s: AEAD/authenticated encryption is not supported by this target",
 			      cc->cipher_string);
 		return -EINVAL;
 	}
@@ -330,7 +336,8 @@ int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
 
 	r = lbs_set_key(cc, key);
 	if (r) {
-		lbs_set_error(ti, "key for %s: not accepted (%d): wrong length for the cipher, bad hex, or keyring key not found",
+		lbs_set_error(ti,
+			      "key for %s: not accepted (%d): wrong length for the cipher, bad hex, or keyring key not found",
 			      cc->cipher_string, r);
 		goto out;
 	}

@@ -72,13 +72,15 @@ static int lbs_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	u64 val;
 
 	if (argc < 5) {
-		lbs_set_error(ti, "%u arguments; a crypt table needs <cipher> <key> <iv_offset> <device> <offset> [<#opt_params> <opt_params>]",
+		lbs_set_error(ti,
+			      "%u arguments; a crypt table needs <cipher> <key> <iv_offset> <device> <offset> [<#opt_params> <opt_params>]",
 			      argc);
 		return -EINVAL;
 	}
 	key_size = lbs_key_size(argv[1]);
 	if (key_size < 0) {
-		lbs_set_error(ti, "key: not an even number of hex digits, \"-\", or :<key_size>:<logon|user|encrypted|trusted>:<description>");
+		lbs_set_error(ti,
+			      "key: not an even number of hex digits, \"-\", or :<key_size>:<logon|user|encrypted|trusted>:<description>");
 		return -EINVAL;
 	}
 	cc = kzalloc(struct_size(cc, key, key_size), GFP_KERNEL);
