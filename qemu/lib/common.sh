@@ -1,0 +1,108 @@
+# shellcheck shell=bash
+# Shared helpers of the rig's host-side scripts. Source it; it sets nothing else.
+
+LBS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+LBS_CACHE=${LBSCRYPT_CACHE:-$HOME/.cache/lbscrypt}
+LBS_BUILD=${LBS_BUILD:-$LBS_TOP/build}
+LBS_KERNELS_CONF=$LBS_TOP/qemu/kernels.conf
+
+fail() {
+	printf '%s: error: %s\n' "${0##*/}" "$*" >&2
+	exit 1
+}
+
+log() {
+	printf '%s: %s\n' "${0##*/}" "$*" >&2
+}
+
+# All kernel ids, in the order of kernels.conf.
+kernel_ids() {
+	awk '!/^#/ && NF { print $1 }' "$LBS_KERNELS_CONF"
+}
+
+# kernel_row ID: sets K_ID K_ARCH K_PAGE K_KIND K_RELEASE K_VERSION.
+kernel_row() {
+	local line
+	line=$(awk -v id="$1" '!/^#/ && $1 == id' "$LBS_KERNELS_CONF")
+	[ -n "$line" ] || fail "unknown kernel '$1' (known: $(kernel_ids | tr '\n' ' '))"
+	# shellcheck disable=SC2034 # read by the callers
+	read -r K_ID K_ARCH K_PAGE K_KIND K_RELEASE K_VERSION <<<"$line"
+}
+
+# Short content hash of files and strings, for cache keys.
+cache_key() {
+	local item
+	for item in "$@"; do
+		if [ -f "$item" ]; then
+			sha256sum <"$item"
+		else
+			printf '%s\n' "$item"
+		fi
+	done | sha256sum | cut -c1-12
+}
+
+# deb_paths ARCH SPEC...: print the cached .deb of each SPEC (name[:arch]=version;
+# unqualified names are ARCH's or arch:all), downloading the missing ones in one go.
+deb_paths() {
+	local arch=$1 spec debs=$LBS_CACHE/debs
+	local -a missing=()
+	shift
+	mkdir -p "$debs"
+	for spec in "$@"; do
+		deb_cached "$arch" "$spec" >/dev/null || missing+=("$spec")
+	done
+	if [ "${#missing[@]}" -gt 0 ]; then
+		log "downloading ${#missing[@]} Debian packages"
+		(cd "$debs" && apt-get download -q -o APT::Sandbox::User=root \
+			-o APT::Architecture="$arch" "${missing[@]}" >/dev/null) ||
+			fail "apt-get download of ${missing[*]} failed (run 'make deps': apt-get update, arm64 multiarch)"
+	fi
+	for spec in "$@"; do
+		deb_cached "$arch" "$spec" || fail "apt-get download of $spec left no .deb in $debs"
+	done
+}
+
+# deb_cached ARCH SPEC: the cached .deb of SPEC, if there is one.
+deb_cached() {
+	local name=${2%%=*} version=${2#*=} want=$1 a file
+	case $name in *:*) want=${name#*:} name=${name%%:*} ;; esac
+	for a in "$want" all; do
+		file=$LBS_CACHE/debs/${name}_${version//:/%3a}_$a.deb
+		[ -f "$file" ] && { printf '%s\n' "$file"; return 0; }
+	done
+	return 1
+}
+
+# fetch_debs ARCH DIR SPEC...: unpack the packages SPEC... of ARCH into DIR.
+fetch_debs() {
+	local arch=$1 dir=$2 deb
+	local -a files
+	shift 2
+	mkdir -p "$dir"
+	mapfile -t files < <(deb_paths "$arch" "$@")
+	[ "${#files[@]}" -eq $# ] || fail "could not fetch all of: $*"
+	for deb in "${files[@]}"; do
+		dpkg-deb -x "$deb" "$dir"
+	done
+}
+
+# The qemu binary and the console of an architecture.
+qemu_system() {
+	case $1 in
+	arm64) echo qemu-system-aarch64 ;;
+	amd64) echo qemu-system-x86_64 ;;
+	*) fail "no qemu for architecture $1" ;;
+	esac
+}
+
+# The directory a kernel id is prepared in (see qemu/lib/kernel).
+kernel_dir() {
+	kernel_row "$1"
+	local key
+	if [ "$K_KIND" = build ]; then
+		key=$(cache_key "$K_VERSION" "$LBS_TOP/qemu/configs/$K_ID.config")
+	else
+		key=$(cache_key "$K_RELEASE" "$K_VERSION")
+	fi
+	printf '%s\n' "$LBS_CACHE/kernels/$K_ID-$key"
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""The matrix's records: assemble the guests' MATRIX lines into results.json,
+print the table, and check results against tests/expected/matrix.tsv."""
+
+import json
+import sys
+from pathlib import Path
+
+ARGS = ["512", "1024", "2048", "4096", "8192", "16384", "32768", "65536",
+        "131072", "69632", "3000", "0", "61440", "-4096", "4096abc", "+4096"]
+
+
+def _int_or_none(text):
+    return None if text == "-" else int(text)
+
+
+def assemble(raw_dir, out):
+    records = []
+    for meta in sorted(Path(raw_dir).glob("*.meta")):
+        kernel, arch, page, release, target = meta.read_text().rstrip("\n").split("\t")
+        for line in meta.with_suffix(".tsv").read_text().splitlines():
+            _, arg, outcome, recorded, lbs, version, error = line.split("\t")
+            records.append({
+                "kernel": kernel, "arch": arch, "page_size": int(page),
+                "kernel_release": release, "target": target,
+                "target_version": version.lstrip("v"), "sector_size": arg,
+                "outcome": outcome, "recorded": _int_or_none(recorded),
+                "logical_block_size": _int_or_none(lbs),
+                "error": None if error == "-" else error,
+            })
+    Path(out).write_text(json.dumps(records, indent=1) + "\n")
+
+
+def _cell(rec):
+    if rec is None:
+        return "-"
+    if rec["outcome"] != "ok":
+        return rec["outcome"]
+    cell = "ok"
+    if str(rec["recorded"]) != rec["sector_size"]:
+        cell += f", {rec['recorded']} (!)"
+    return cell
+
+
+def table(results):
+    records = json.loads(Path(results).read_text())
+    columns = []
+    for rec in records:
+        col = (rec["kernel"], rec["target"])
+        if col not in columns:
+            columns.append(col)
+    cells = {(r["kernel"], r["target"], r["sector_size"]): r for r in records}
+    width = max(14, *(len(f"{k} {t}") + 2 for k, t in columns))
+    print("sector_size:".rjust(12) + "".join(f"{k}".rjust(width) for k, _ in columns))
+    print(" " * 12 + "".join(f"{t} v{cells.get((k, t, '512'), {}).get('target_version', '?')}".rjust(width)
+                             for k, t in columns))
+    args = [a for a in ARGS if any((k, t, a) in cells for k, t in columns)]
+    for arg in args:
+        print(arg.rjust(12) + "".join(_cell(cells.get((k, t, arg))).rjust(width) for k, t in columns))
+
+
+def check(results, expected):
+    """Compare every cell with the rules in the expectation file; print each
+    difference and return the number of differences."""
+    rules = []
+    for line in Path(expected).read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            rules.append(line.split())
+    records = json.loads(Path(results).read_text())
+    seen = set()
+    bad = 0
+
+    def expect(rec):
+        for target, page, arg, outcome, recorded, lbs, version, err in rules:
+            if target == rec["target"] and page in ("*", str(rec["page_size"])) and arg == rec["sector_size"]:
+                return outcome, recorded, lbs, version, err
+        return None
+
+    for rec in records:
+        where = f"{rec['kernel']} {rec['target']} sector_size:{rec['sector_size']}"
+        seen.add((rec["kernel"], rec["target"], rec["sector_size"]))
+        exp = expect(rec)
+        if exp is None:
+            print(f"MISMATCH {where}: no expectation for this cell")
+            bad += 1
+            continue
+        outcome, recorded, lbs, version, err = exp
+        observed = (rec["outcome"], str(rec["recorded"]) if rec["recorded"] is not None else "-",
+                    str(rec["logical_block_size"]) if rec["logical_block_size"] is not None else "-")
+        if observed != (outcome, recorded, lbs):
+            print(f"MISMATCH {where}: expected outcome={outcome} recorded={recorded} "
+                  f"logical_block_size={lbs}, observed outcome={observed[0]} recorded={observed[1]} "
+                  f"logical_block_size={observed[2]}")
+            bad += 1
+        if version != "*" and rec["target_version"] != version:
+            print(f"MISMATCH {where}: expected target version {version}, observed {rec['target_version']}")
+            bad += 1
+        if err == "names-arg" and (rec["error"] is None or rec["sector_size"] not in rec["error"]):
+            print(f"MISMATCH {where}: the ti->error must name the value {rec['sector_size']!r}, "
+                  f"observed {rec['error']!r}")
+            bad += 1
+    # Every kernel and target that ran must have every argument.
+    for kernel, target in {(k, t) for k, t, _ in seen}:
+        for arg in ARGS:
+            if (kernel, target, arg) not in seen:
+                print(f"MISMATCH {kernel} {target} sector_size:{arg}: no result")
+                bad += 1
+    return bad
+
+
+def main(argv):
+    if len(argv) == 4 and argv[1] == "assemble":
+        assemble(argv[2], argv[3])
+    elif len(argv) == 3 and argv[1] == "table":
+        table(argv[2])
+    elif len(argv) == 4 and argv[1] == "check":
+        bad = check(argv[2], argv[3])
+        records = json.loads(Path(argv[2]).read_text())
+        print(f"matrix check: {len(records) - bad} passed, {bad} failed")
+        return 1 if bad else 0
+    else:
+        print("usage: matrix.py assemble RAWDIR OUT | table RESULTS | check RESULTS EXPECTED",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
