@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include <catch2/catch.hpp>
+#include <libcryptsetup.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "lbscrypt/device.hpp"
+
+namespace {
+
+// A sparse regular file of `bytes` bytes, removed at scope exit.
+class TempImage {
+ public:
+  explicit TempImage(std::uint64_t bytes) {
+    char name[] = "/tmp/lbscrypt-img-XXXXXX";
+    const int fd = mkstemp(name);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, static_cast<off_t>(bytes)) == 0);
+    close(fd);
+    path_ = name;
+  }
+  TempImage(const TempImage &) = delete;
+  TempImage &operator=(const TempImage &) = delete;
+  TempImage(TempImage &&) = delete;
+  TempImage &operator=(TempImage &&) = delete;
+  ~TempImage() { unlink(path_.c_str()); }
+  [[nodiscard]] const std::string &path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+TEST_CASE("the size of a regular file is its length", "[device]") {
+  const TempImage image(3 * 1024 * 1024 + 512);
+  const auto devices = lbscrypt::make_system_block_devices();
+  const auto size = devices->size_bytes(image.path());
+  REQUIRE(size.ok());
+  CHECK(*size == 3U * 1024 * 1024 + 512);
+}
+
+TEST_CASE("a missing device is a device error naming the path", "[device]") {
+  const auto devices = lbscrypt::make_system_block_devices();
+  const auto size = devices->size_bytes("/nonexistent/lbscrypt-dev");
+  REQUIRE_FALSE(size.ok());
+  CHECK(size.error().code == lbscrypt::Errc::device);
+  CHECK_THAT(size.error().message, Catch::Contains("/nonexistent/lbscrypt-dev"));
+}
+
+TEST_CASE("LUKS headers are found by libcryptsetup, zeros are not LUKS", "[device]") {
+  const TempImage image(16 * 1024 * 1024);
+  const auto devices = lbscrypt::make_system_block_devices();
+  const auto before = devices->has_luks_header(image.path());
+  REQUIRE(before.ok());
+  CHECK_FALSE(*before);
+
+  // Write a real LUKS1 header with libcryptsetup (cheap PBKDF: this is only a header).
+  crypt_device *cd = nullptr;
+  REQUIRE(crypt_init(&cd, image.path().c_str()) == 0);
+  crypt_pbkdf_type pbkdf{};
+  pbkdf.type = CRYPT_KDF_PBKDF2;
+  pbkdf.hash = "sha256";
+  pbkdf.iterations = 1000;
+  pbkdf.flags = CRYPT_PBKDF_NO_BENCHMARK;
+  REQUIRE(crypt_set_pbkdf_type(cd, &pbkdf) == 0);
+  crypt_params_luks1 params{};
+  params.hash = "sha256";
+  const int formatted = crypt_format(cd, CRYPT_LUKS1, "aes", "xts-plain64", nullptr, nullptr, 64,
+                                     &params);
+  crypt_free(cd);
+  REQUIRE(formatted == 0);
+
+  const auto after = devices->has_luks_header(image.path());
+  REQUIRE(after.ok());
+  CHECK(*after);
+}
+
+TEST_CASE("major:minor resolves through sysfs, or stays as it is", "[device]") {
+  const auto devices = lbscrypt::make_system_block_devices();
+  CHECK(devices->resolve("4095:1048575") == "4095:1048575");
+}

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Test doubles for the Kernel and BlockDevices interfaces. The fake kernel applies the
+// sector_size rule of the version it pretends to be (predict() is NOT used here, so tests of
+// the commands do not check the code against itself): stock reads the value with 16-bit
+// truncation and caps at 4096; 1.30.0 caps at min(page, 65536).
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "lbscrypt/device.hpp"
+#include "lbscrypt/kernel.hpp"
+#include "lbscrypt/table.hpp"
+
+namespace lbscrypt::test {
+
+class FakeKernel final : public Kernel {
+ public:
+  std::optional<TargetVersion> version = TargetVersion{1, 30, 0};
+  std::uint32_t page = 65536;
+  bool fail_list = false;
+  // A kernel that misreports: records this sector_size whatever the table says.
+  std::optional<std::string> recorded_override;
+  int creates = 0;
+  int removes = 0;
+
+  struct Mapping {
+    DeviceInfo info;
+    TargetLine line;
+  };
+  std::map<std::string, Mapping, std::less<>> mappings;
+
+  Result<std::optional<TargetVersion>> target_version(std::string_view target) override {
+    if (fail_list) {
+      return make_error(Errc::kernel, "cannot list device-mapper targets: no device-mapper");
+    }
+    return target == "crypt" ? version : std::nullopt;
+  }
+  std::uint32_t page_size() override { return page; }
+
+  Result<DeviceInfo> create(const CreateRequest &request) override {
+    ++creates;
+    // The kernel side of sector_size, written out independently of lbscrypt::predict.
+    std::string params(request.params.view());
+    const auto pos = params.find("sector_size:");
+    if (pos != std::string::npos) {
+      const auto end = params.find(' ', pos);
+      const std::string arg = params.substr(pos + 12, end == std::string::npos ? end : end - pos - 12);
+      const bool stock = !version || *version < TargetVersion{1, 30, 0};
+      const unsigned long long full = std::stoull(arg);
+      const unsigned long long value = stock ? (full & 0xffffULL) : full;
+      const unsigned long long bound = stock ? 4096 : std::min<unsigned long long>(page, 65536);
+      if (value < 512 || value > bound || (value & (value - 1)) != 0) {
+        return make_error(Errc::kernel, "the kernel refused: Invalid argument");
+      }
+      params.replace(pos + 12, arg.size(), recorded_override.value_or(std::to_string(value)));
+    }
+    Mapping m;
+    m.info.name = request.name;
+    m.info.major = 253;
+    m.info.minor = static_cast<std::uint32_t>(mappings.size());
+    m.info.read_only = request.read_only;
+    m.info.target_count = 1;
+    m.line.length = request.length;
+    m.line.type = request.target_type;
+    m.line.params.append(params);
+    const DeviceInfo info = m.info;
+    mappings.emplace(request.name, std::move(m));
+    return info;
+  }
+
+  Result<void> remove(std::string_view name) override {
+    ++removes;
+    const auto it = mappings.find(name);
+    if (it == mappings.end()) {
+      return make_error(Errc::not_found, "no such device");
+    }
+    mappings.erase(it);
+    return Ok{};
+  }
+
+  Result<DeviceInfo> info(std::string_view name) override {
+    const auto it = mappings.find(name);
+    if (it == mappings.end()) {
+      return make_error(Errc::not_found, "no device-mapper device named " + std::string(name));
+    }
+    return it->second.info;
+  }
+
+  Result<std::vector<TargetLine>> table(std::string_view name) override {
+    const auto it = mappings.find(name);
+    if (it == mappings.end()) {
+      return make_error(Errc::not_found, "no device-mapper device named " + std::string(name));
+    }
+    std::vector<TargetLine> lines;
+    lines.push_back(it->second.line);
+    return lines;
+  }
+
+  Result<std::vector<TargetLine>> status(std::string_view name) override { return table(name); }
+};
+
+class FakeBlockDevices final : public BlockDevices {
+ public:
+  std::map<std::string, std::uint64_t, std::less<>> sizes;  // bytes
+  std::map<std::string, bool, std::less<>> luks;
+
+  Result<std::uint64_t> size_bytes(const std::string &path) override {
+    const auto it = sizes.find(path);
+    if (it == sizes.end()) {
+      return make_error(Errc::device, "cannot open device " + path + ": No such file or directory");
+    }
+    return it->second;
+  }
+  Result<bool> has_luks_header(const std::string &path) override {
+    const auto it = luks.find(path);
+    return it != luks.end() && it->second;
+  }
+  std::string resolve(std::string_view major_minor) override {
+    return major_minor == "7:0" ? "/dev/loop0" : std::string(major_minor);
+  }
+};
+
+}  // namespace lbscrypt::test

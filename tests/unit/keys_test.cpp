@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Expected keys were computed independently (Python hashlib) from cryptsetup's plain-mode
+// rule: key = H(p) || H("A" p) || H("AA" p) ... cut to the key size.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "lbscrypt/keys.hpp"
+
+using lbscrypt::KeyOptions;
+using lbscrypt::KeyPlan;
+using lbscrypt::SecretBuffer;
+
+namespace {
+
+std::string hex(const SecretBuffer &key) { return std::string(lbscrypt::to_hex(key).view()); }
+
+SecretBuffer text(const char *s) { return {s, std::strlen(s)}; }
+
+KeyPlan hashed(const char *hash, std::size_t bytes) {
+  KeyPlan plan;
+  plan.hash = hash;
+  plan.key_bytes = bytes;
+  return plan;
+}
+
+// Runs `body` with standard input reading `input` from a temporary file.
+template <class F>
+void with_stdin(const std::string &input, F body) {
+  char path[] = "/tmp/lbscrypt-stdin-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, input.data(), input.size()) == static_cast<ssize_t>(input.size()));
+  REQUIRE(lseek(fd, 0, SEEK_SET) == 0);
+  const int saved = dup(STDIN_FILENO);
+  REQUIRE(dup2(fd, STDIN_FILENO) == STDIN_FILENO);
+  body();
+  dup2(saved, STDIN_FILENO);
+  close(saved);
+  close(fd);
+  unlink(path);
+}
+
+}  // namespace
+
+TEST_CASE("passphrases hash like cryptsetup plain mode", "[keys]") {
+  const SecretBuffer pass = text("correct horse");
+  struct Row {
+    const char *hash;
+    std::size_t bytes;
+    const char *expected;
+  };
+  const Row rows[] = {
+      {"ripemd160", 32, "424573ebba1ce1abc618a416178f79ad83442dfccd852f665c5536c935adea5c"},
+      {"ripemd160", 64,
+       "424573ebba1ce1abc618a416178f79ad83442dfccd852f665c5536c935adea5cb956db7720c4606f0e06d4"
+       "2a3827b056b40ae89ab6e1b48c2436bf4d4edddb1b"},
+      {"sha256", 32, "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631"},
+      {"sha256", 64,
+       "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631c51aefc7f409f4df0888cd"
+       "78c638b969db451fa1e040e06e2a9ed77f2ae083d5"},
+      {"sha1", 32, "2f9e53523b62abc141a2b4d6019d23cba835dbd0d9a5deb78a31c8ae1ef31f3f"},
+      {"sha512", 32, "56b698defedb5a435b634afe3320bbaf3fdcd920b6c503a446fc7b7a776b298d"},
+  };
+  for (const auto &row : rows) {
+    INFO(row.hash << " " << row.bytes);
+    const auto key = lbscrypt::make_plain_key(hashed(row.hash, row.bytes), pass);
+    REQUIRE(key.ok());
+    CHECK(hex(*key) == row.expected);
+  }
+}
+
+TEST_CASE("hash:length hashes a prefix and pads with zeros", "[keys]") {
+  const auto key = lbscrypt::make_plain_key(hashed("sha256:16", 32), text("pw"));
+  REQUIRE(key.ok());
+  CHECK(hex(*key) == "30c952fab122c3f9759f02a6d95c375800000000000000000000000000000000");
+}
+
+TEST_CASE("an unknown hash is a key error", "[keys]") {
+  const auto key = lbscrypt::make_plain_key(hashed("nosuchhash", 32), text("pw"));
+  REQUIRE_FALSE(key.ok());
+  CHECK(key.error().code == lbscrypt::Errc::key);
+  CHECK_THAT(key.error().message, Catch::Contains("nosuchhash"));
+}
+
+TEST_CASE("without a hash the material is the key", "[keys]") {
+  KeyPlan plan;
+  plan.key_bytes = 4;
+  const auto key = lbscrypt::make_plain_key(plan, text("abcdefgh"));
+  REQUIRE(key.ok());
+  CHECK(key->view() == "abcd");
+  const auto short_key = lbscrypt::make_plain_key(plan, text("abc"));
+  REQUIRE_FALSE(short_key.ok());
+  CHECK_THAT(short_key.error().message, Catch::Contains("3 bytes"));
+}
+
+TEST_CASE("the plan follows cryptsetup's rules", "[keys]") {
+  KeyOptions o;
+  SECTION("terminal: default hash ripemd160") {
+    const auto plan = lbscrypt::plan_plain_key(o, true);
+    REQUIRE(plan.ok());
+    CHECK(plan->source == KeyPlan::Source::terminal);
+    CHECK(plan->hash == "ripemd160");
+    CHECK(plan->key_bytes == 32U);
+  }
+  SECTION("stdin without --key-file: one line") {
+    const auto plan = lbscrypt::plan_plain_key(o, false);
+    REQUIRE(plan.ok());
+    CHECK(plan->source == KeyPlan::Source::stdin_line);
+  }
+  SECTION("a key file is used as is; --hash and --keyfile-size are ignored with warnings") {
+    o.key_file = "/k";
+    o.hash = "sha256";
+    o.keyfile_size = 7;
+    const auto plan = lbscrypt::plan_plain_key(o, false);
+    REQUIRE(plan.ok());
+    CHECK(plan->source == KeyPlan::Source::file);
+    CHECK_FALSE(plan->hash.has_value());
+    CHECK(plan->read_limit == 32U);
+    REQUIRE(plan->warnings.size() == 2);
+    CHECK_THAT(plan->warnings[0], Catch::Contains("--hash parameter is being ignored"));
+  }
+  SECTION("--key-file=- reads all of stdin and hashes it") {
+    o.key_file = "-";
+    o.keyfile_size = 10;
+    const auto plan = lbscrypt::plan_plain_key(o, false);
+    REQUIRE(plan.ok());
+    CHECK(plan->source == KeyPlan::Source::stdin_all);
+    CHECK(plan->hash == "ripemd160");
+    CHECK(plan->read_limit == 10U);
+  }
+  SECTION("--hash plain uses the passphrase as the key") {
+    o.hash = "plain";
+    const auto plan = lbscrypt::plan_plain_key(o, true);
+    REQUIRE(plan.ok());
+    CHECK_FALSE(plan->hash.has_value());
+  }
+  SECTION("bad key sizes") {
+    for (const std::uint32_t bits : {0U, 7U, 9U, 8200U}) {
+      o.key_size_bits = bits;
+      CHECK_FALSE(lbscrypt::plan_plain_key(o, true).ok());
+    }
+  }
+  SECTION("no offset on a terminal") {
+    o.keyfile_offset = 1;
+    CHECK_FALSE(lbscrypt::plan_plain_key(o, true).ok());
+  }
+}
+
+TEST_CASE("key files: offset applies, exactly key-size bytes are read", "[keys]") {
+  char path[] = "/tmp/lbscrypt-key-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  const std::string content = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ";
+  REQUIRE(write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()));
+  close(fd);
+  KeyOptions o;
+  o.key_file = path;
+  o.key_size_bits = 128;
+  o.keyfile_offset = 10;
+  const auto key = lbscrypt::derive_plain_key(o, false, nullptr);
+  REQUIRE(key.ok());
+  CHECK(key->key.view() == "abcdefghijklmnop");
+  o.keyfile_offset = 40;  // 6 bytes left, 16 needed
+  const auto short_key = lbscrypt::derive_plain_key(o, false, nullptr);
+  REQUIRE_FALSE(short_key.ok());
+  CHECK(short_key.error().code == lbscrypt::Errc::key);
+  o.key_file = "/nonexistent/lbscrypt-key";
+  o.keyfile_offset = 0;
+  const auto missing = lbscrypt::derive_plain_key(o, false, nullptr);
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.error().message, Catch::Contains("/nonexistent/lbscrypt-key"));
+  unlink(path);
+}
+
+TEST_CASE("stdin without --key-file stops at the first newline", "[keys]") {
+  with_stdin("correct horse\nignored\n", [] {
+    KeyOptions o;
+    o.hash = "sha256";
+    const auto key = lbscrypt::derive_plain_key(o, false, nullptr);
+    REQUIRE(key.ok());
+    CHECK(hex(key->key) == "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631");
+  });
+}
+
+TEST_CASE("--key-file=- takes all of stdin, newlines included", "[keys]") {
+  with_stdin("correct horse\n", [] {
+    KeyOptions o;
+    o.hash = "plain";
+    o.key_file = "-";
+    o.key_size_bits = 112;  // 14 bytes: the newline is part of the key
+    const auto key = lbscrypt::derive_plain_key(o, false, nullptr);
+    REQUIRE(key.ok());
+    CHECK(key->key.view() == "correct horse\n");
+  });
+}
+
+TEST_CASE("a terminal passphrase comes from the reader", "[keys]") {
+  KeyOptions o;
+  o.hash = "sha256";
+  std::size_t asked = 0;
+  const lbscrypt::TerminalReader reader = [&](std::size_t max) {
+    asked = max;
+    return lbscrypt::Result<SecretBuffer>(text("correct horse"));
+  };
+  const auto key = lbscrypt::derive_plain_key(o, true, reader);
+  REQUIRE(key.ok());
+  CHECK(asked == lbscrypt::kMaxTerminalPassphrase);
+  CHECK(hex(key->key) == "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631");
+}

@@ -1,0 +1,3 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>

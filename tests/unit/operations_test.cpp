@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include <catch2/catch.hpp>
+
+#include "fakes.hpp"
+#include "lbscrypt/operations.hpp"
+
+using lbscrypt::Environment;
+using lbscrypt::Errc;
+using lbscrypt::MappingRequest;
+using lbscrypt::MappingType;
+using lbscrypt::SecretBuffer;
+using lbscrypt::TargetVersion;
+using lbscrypt::test::FakeBlockDevices;
+using lbscrypt::test::FakeKernel;
+
+namespace {
+
+constexpr std::uint64_t kMiB = 1024 * 1024;
+
+struct Fixture {
+  FakeKernel kernel;
+  FakeBlockDevices devices;
+  Environment env;
+  MappingRequest request;
+
+  Fixture() {
+    devices.sizes["/dev/ram0"] = 64 * kMiB;
+    env.kernel = &kernel;
+    env.devices = &devices;
+    request.device = "/dev/ram0";
+  }
+
+  static SecretBuffer key() { return {"0123456789abcdef0123456789abcdef", 32}; }
+
+  [[nodiscard]] std::string table_line() {
+    const auto t = lbscrypt::build_table(request, key(), env);
+    REQUIRE(t.ok());
+    return std::string(lbscrypt::format_table_line(*t).view());
+  }
+
+  [[nodiscard]] lbscrypt::Error refusal() {
+    const auto t = lbscrypt::build_table(request, key(), env);
+    REQUIRE_FALSE(t.ok());
+    CHECK(kernel.creates == 0);  // nothing touched
+    return t.error();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a 64K table on a v1.30.0 kernel with 64K pages", "[operations]") {
+  Fixture f;
+  f.request.sector_size = 65536;
+  f.request.iv_large_sectors = true;
+  CHECK(f.table_line() ==
+        "0 131072 crypt aes-xts-plain64 30313233343536373839616263646566"
+        "30313233343536373839616263646566 0 /dev/ram0 0 2 sector_size:65536 iv_large_sectors");
+}
+
+TEST_CASE("offset, skip, size and flags go where the kernel expects them", "[operations]") {
+  Fixture f;
+  f.request.sector_size = 4096;
+  f.request.offset = 2048;
+  f.request.skip = 7;
+  f.request.size = 8192;
+  f.request.allow_discards = true;
+  f.request.no_read_workqueue = true;
+  f.request.same_cpu_crypt = true;
+  const std::string line = f.table_line();
+  CHECK_THAT(line, Catch::StartsWith("0 8192 crypt aes-xts-plain64 "));
+  CHECK_THAT(line, Catch::EndsWith(" 7 /dev/ram0 2048 4 allow_discards same_cpu_crypt "
+                                   "no_read_workqueue sector_size:4096"));
+}
+
+TEST_CASE("refusals: gate, page size, alignment, LUKS", "[operations]") {
+  Fixture f;
+  SECTION("stock kernel") {
+    f.kernel.version = TargetVersion{1, 28, 0};
+    f.request.sector_size = 65536;
+    const auto e = f.refusal();
+    CHECK(e.code == Errc::refused);
+    CHECK(e.message == "this kernel's crypt is v1.28.0; sector_size 65536 needs v1.30.0: load "
+                       "dm-crypt-lbs");
+  }
+  SECTION("no crypt target loaded yet") {
+    f.kernel.version.reset();
+    f.request.sector_size = 16384;
+    CHECK_THAT(f.refusal().message, Catch::Contains("no crypt target is loaded"));
+    f.request.sector_size = 4096;  // autoloading any crypt gives 4096
+    CHECK_THAT(f.table_line(), Catch::EndsWith("1 sector_size:4096"));
+  }
+  SECTION("4K pages") {
+    f.kernel.page = 4096;
+    f.request.sector_size = 8192;
+    CHECK_THAT(f.refusal().message, Catch::Contains("exceeds the page size 4096"));
+  }
+  SECTION("not a power of two") {
+    f.request.sector_size = 3000;
+    CHECK(f.refusal().code == Errc::invalid_argument);
+  }
+  SECTION("size not a multiple of the sector size") {
+    f.request.sector_size = 65536;
+    f.request.size = 136;
+    const auto e = f.refusal();
+    CHECK(e.code == Errc::refused);
+    CHECK_THAT(e.message, Catch::Contains("use --size 128"));
+  }
+  SECTION("device size not a multiple of the sector size") {
+    f.devices.sizes["/dev/ram0"] = 64 * kMiB + 4096;
+    f.request.sector_size = 65536;
+    CHECK_THAT(f.refusal().message, Catch::Contains("not a multiple of sector size 65536"));
+  }
+  SECTION("offset not a multiple of the sector size") {
+    f.request.sector_size = 65536;
+    f.request.offset = 8;
+    f.request.size = 128;
+    CHECK_THAT(f.refusal().message, Catch::Contains("--offset 8 is not a multiple"));
+  }
+  SECTION("offset past the end") {
+    f.request.offset = 64 * 2048;
+    CHECK_THAT(f.refusal().message, Catch::Contains("is not inside device"));
+  }
+  SECTION("size past the end") {
+    f.request.size = 64 * 2048 + 1;
+    CHECK_THAT(f.refusal().message, Catch::Contains("exceeds the 131072 sectors"));
+  }
+  SECTION("LUKS header: above 4096 refused whatever the kernel") {
+    f.devices.luks["/dev/ram0"] = true;
+    f.request.sector_size = 8192;
+    const auto e = f.refusal();
+    CHECK(e.code == Errc::luks_refused);
+    CHECK_THAT(e.message, Catch::Contains("LUKS header"));
+    f.request.sector_size = 4096;
+    CHECK_THAT(f.table_line(), Catch::EndsWith("sector_size:4096"));
+  }
+  SECTION("LUKS type") {
+    f.request.type = MappingType::luks;
+    f.request.sector_size = 8192;
+    CHECK(f.refusal().code == Errc::luks_refused);
+  }
+  SECTION("missing device without --size") {
+    f.request.device = "/dev/absent";
+    CHECK(f.refusal().code == Errc::device);
+  }
+  SECTION("bad cipher") {
+    f.request.cipher = "aes";
+    CHECK(f.refusal().code == Errc::invalid_argument);
+  }
+}
+
+TEST_CASE("assumed capabilities need no kernel", "[operations]") {
+  FakeBlockDevices devices;
+  Environment env;
+  env.devices = &devices;
+  env.assume_version = TargetVersion{1, 30, 0};
+  env.assume_page_size = 16384;
+  MappingRequest request;
+  request.device = "/dev/vdb";  // not on this machine: --size stands in
+  request.size = 64;
+  request.sector_size = 16384;
+  const auto t = lbscrypt::build_table(request, Fixture::key(), env);
+  REQUIRE(t.ok());
+  CHECK(t->length == 64U);
+  request.sector_size = 32768;
+  CHECK_FALSE(lbscrypt::build_table(request, Fixture::key(), env).ok());
+  env.assume_page_size.reset();
+  const auto no_kernel = lbscrypt::build_table(request, Fixture::key(), env);
+  REQUIRE_FALSE(no_kernel.ok());
+  CHECK_THAT(no_kernel.error().message, Catch::Contains("--assume-page-size"));
+}
+
+TEST_CASE("check reports the limits and a verdict", "[operations]") {
+  Fixture f;
+  f.kernel.version = TargetVersion{1, 28, 0};
+  const auto report = lbscrypt::check(f.env, 65536, MappingType::plain);
+  REQUIRE(report.ok());
+  CHECK(report->max_plain == 4096U);
+  CHECK(report->max_luks == 4096U);
+  REQUIRE(report->refusal.has_value());
+  CHECK_THAT(report->refusal->message, Catch::Contains("load dm-crypt-lbs"));
+  f.kernel.version = TargetVersion{1, 30, 0};
+  const auto ok = lbscrypt::check(f.env, 65536, MappingType::plain);
+  REQUIRE(ok.ok());
+  CHECK(ok->max_plain == 65536U);
+  CHECK_FALSE(ok->refusal.has_value());
+}
+
+TEST_CASE("open, status and close through the kernel interface", "[operations]") {
+  Fixture f;
+  f.request.sector_size = 65536;
+  const auto t = lbscrypt::build_table(f.request, Fixture::key(), f.env);
+  REQUIRE(t.ok());
+  const auto opened = lbscrypt::open_mapping("big", *t, false, f.env);
+  REQUIRE(opened.ok());
+  CHECK(opened->device.dm_node() == "/dev/dm-0");
+  CHECK(f.kernel.creates == 1);
+
+  const auto again = lbscrypt::open_mapping("big", *t, false, f.env);
+  REQUIRE_FALSE(again.ok());
+  CHECK_THAT(again.error().message, Catch::Contains("already exists"));
+
+  const auto status = lbscrypt::mapping_status("big", f.env);
+  REQUIRE(status.ok());
+  CHECK(status->sector_size == 65536U);
+  CHECK(status->key_bits == 256U);
+  CHECK(status->target_version == TargetVersion{1, 30, 0});
+  // status never carries the key
+  const auto &key = std::get<SecretBuffer>(status->table.key);
+  CHECK(key == SecretBuffer(32));
+
+  REQUIRE(lbscrypt::close_mapping("big", f.env).ok());
+  CHECK(f.kernel.mappings.empty());
+  const auto gone = lbscrypt::close_mapping("big", f.env);
+  REQUIRE_FALSE(gone.ok());
+  CHECK(gone.error().code == Errc::not_found);
+}
+
+TEST_CASE("a mapping that reads back differently is removed again", "[operations]") {
+  Fixture f;
+  f.request.sector_size = 65536;
+  const auto t = lbscrypt::build_table(f.request, Fixture::key(), f.env);
+  REQUIRE(t.ok());
+  f.kernel.recorded_override = "4096";
+  const auto opened = lbscrypt::open_mapping("big", *t, false, f.env);
+  REQUIRE_FALSE(opened.ok());
+  CHECK_THAT(opened.error().message, Catch::Contains("removed again"));
+  CHECK(f.kernel.mappings.empty());
+}
+
+TEST_CASE("close refuses mappings of other targets", "[operations]") {
+  Fixture f;
+  lbscrypt::CreateRequest linear;
+  linear.name = "lin";
+  linear.target_type = "linear";
+  linear.length = 8;
+  linear.params.append("7:0 0");
+  REQUIRE(f.kernel.create(linear).ok());
+  const auto closed = lbscrypt::close_mapping("lin", f.env);
+  REQUIRE_FALSE(closed.ok());
+  CHECK_THAT(closed.error().message, Catch::Contains("'linear' mapping"));
+  CHECK(f.kernel.removes == 0);
+}
