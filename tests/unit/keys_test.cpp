@@ -186,7 +186,7 @@ TEST_CASE("stdin without --key-file stops at the first newline", "[keys]") {
   });
 }
 
-TEST_CASE("--key-file=- takes all of stdin, newlines included", "[keys]") {
+TEST_CASE("key file - takes all of stdin, newlines included", "[keys]") {
   with_stdin("correct horse\n", [] {
     KeyOptions o;
     o.hash = "plain";

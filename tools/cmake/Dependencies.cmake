@@ -1,15 +1,22 @@
 # Third-party dependencies, as imported targets with lbscrypt:: names.
 # fmt is used header-only so the binary needs no libfmt at run time (the arm64 guests
 # have none); CLI11 and nlohmann-json are header-only anyway.
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(DEVMAPPER REQUIRED IMPORTED_TARGET devmapper)
-pkg_check_modules(CRYPTSETUP REQUIRED IMPORTED_TARGET libcryptsetup)
+# libdevmapper and libcryptsetup are found directly, not through pkg-config: their .pc files
+# name private dependencies whose -dev packages the arm64 sysroot does not carry.
+function(lbscrypt_import_library target header library)
+  find_path(${target}_INCLUDE_DIR ${header} REQUIRED)
+  find_library(${target}_LIBRARY ${library} REQUIRED)
+  add_library(lbscrypt::${target} UNKNOWN IMPORTED)
+  set_target_properties(lbscrypt::${target} PROPERTIES
+    IMPORTED_LOCATION "${${target}_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${${target}_INCLUDE_DIR}")
+endfunction()
+lbscrypt_import_library(devmapper libdevmapper.h devmapper)
+lbscrypt_import_library(cryptsetup libcryptsetup.h cryptsetup)
 find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 
-add_library(lbscrypt::devmapper ALIAS PkgConfig::DEVMAPPER)
-add_library(lbscrypt::cryptsetup ALIAS PkgConfig::CRYPTSETUP)
 add_library(lbscrypt::fmt INTERFACE IMPORTED)
 target_link_libraries(lbscrypt::fmt INTERFACE fmt::fmt-header-only)
 add_library(lbscrypt::cli11 ALIAS CLI11::CLI11)

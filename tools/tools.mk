@@ -1,0 +1,43 @@
+# tools/tools.mk: lbscrypt build and test targets. Included by the top-level Makefile; on its
+# own: `make -f tools/tools.mk TARGET` from the repository root.
+#
+#   tools        host build: build/tools/host/lbscrypt
+#   tools-test   host build + unit tests (ctest), no guest
+#   tools-asan   ASan + UBSan build of the unit tests in build/tools/asan + ctest
+#   tools-lint   clang-format --dry-run -Werror and clang-tidy over tools/ and tests/unit/
+#   tools-arm64  cross build for the arm64 guests: build/tools/arm64/lbscrypt
+
+TOOLS_SRC_DIR := tools
+TOOLS_BUILD_DIR := build/tools
+TOOLS_JOBS ?= 2
+TOOLS_CMAKE_FLAGS ?=
+TOOLS_SOURCES = $(shell find tools/include tools/src tests/unit -name '*.hpp' -o -name '*.cpp' -o -name '*.hpp.in')
+TOOLS_TIDY_SOURCES = $(shell find tools/src tests/unit -name '*.cpp')
+
+.PHONY: tools tools-test tools-asan tools-lint tools-arm64
+
+tools:
+	@cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/host -DCMAKE_BUILD_TYPE=RelWithDebInfo $(TOOLS_CMAKE_FLAGS) >/dev/null
+	@cmake --build $(TOOLS_BUILD_DIR)/host -j $(TOOLS_JOBS)
+
+tools-test: tools
+	@ctest --test-dir $(TOOLS_BUILD_DIR)/host --output-on-failure -j $(TOOLS_JOBS)
+
+tools-asan:
+	@cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/asan -DCMAKE_BUILD_TYPE=Debug -DLBSCRYPT_SANITIZE=ON >/dev/null
+	@cmake --build $(TOOLS_BUILD_DIR)/asan -j $(TOOLS_JOBS)
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --test-dir $(TOOLS_BUILD_DIR)/asan --output-on-failure -j $(TOOLS_JOBS)
+
+# clang-tidy needs the compile database of the host build.
+tools-lint: tools
+	@clang-format --dry-run -Werror $(TOOLS_SOURCES)
+	@clang-tidy -p $(TOOLS_BUILD_DIR)/host --quiet $(TOOLS_TIDY_SOURCES) 2>/dev/null
+	@echo "tools-lint: clean"
+
+tools-arm64:
+	@sysroot=$$(tools/cmake/arm64-sysroot.sh tools/arm64-sysroot.txt) && \
+	cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/arm64 -DCMAKE_BUILD_TYPE=Release \
+		-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/tools/cmake/aarch64-linux-gnu.cmake \
+		-DLBSCRYPT_SYSROOT=$$sysroot -DLBSCRYPT_TESTS=OFF >/dev/null
+	@cmake --build $(TOOLS_BUILD_DIR)/arm64 -j $(TOOLS_JOBS) --target lbscrypt
