@@ -1,1 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0-only
 #include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli.hpp"
+#include "fakes.hpp"
+
+using lbscrypt::test::FakeBlockDevices;
+using lbscrypt::test::FakeKernel;
+
+namespace {
+
+// Hands the CLI a Kernel that forwards to a fake the test keeps.
+class KernelRef final : public lbscrypt::Kernel {
+ public:
+  explicit KernelRef(FakeKernel &fake) : fake_(fake) {}
+  lbscrypt::Result<std::optional<lbscrypt::TargetVersion>> target_version(
+      std::string_view t) override {
+    return fake_.target_version(t);
+  }
+  std::uint32_t page_size() override { return fake_.page_size(); }
+  lbscrypt::Result<lbscrypt::DeviceInfo> create(const lbscrypt::CreateRequest &r) override {
+    return fake_.create(r);
+  }
+  lbscrypt::Result<void> remove(std::string_view n) override { return fake_.remove(n); }
+  lbscrypt::Result<lbscrypt::DeviceInfo> info(std::string_view n) override {
+    return fake_.info(n);
+  }
+  lbscrypt::Result<std::vector<lbscrypt::TargetLine>> table(std::string_view n) override {
+    return fake_.table(n);
+  }
+  lbscrypt::Result<std::vector<lbscrypt::TargetLine>> status(std::string_view n) override {
+    return fake_.status(n);
+  }
+
+ private:
+  FakeKernel &fake_;
+};
+
+class DevicesRef final : public lbscrypt::BlockDevices {
+ public:
+  explicit DevicesRef(FakeBlockDevices &fake) : fake_(fake) {}
+  lbscrypt::Result<std::uint64_t> size_bytes(const std::string &p) override {
+    return fake_.size_bytes(p);
+  }
+  lbscrypt::Result<bool> has_luks_header(const std::string &p) override {
+    return fake_.has_luks_header(p);
+  }
+  std::string resolve(std::string_view mm) override { return fake_.resolve(mm); }
+
+ private:
+  FakeBlockDevices &fake_;
+};
+
+const std::string kKeyFile = std::string(LBSCRYPT_TEST_DATA) + "/keyfile-64.bin";
+// The first 32 bytes of keyfile-64.bin (bytes 0..63), as dm-crypt prints them.
+const std::string kKeyHex = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+struct Cli {
+  FakeKernel kernel;
+  FakeBlockDevices devices;
+  std::ostringstream out;
+  std::ostringstream err;
+  int kernels_made = 0;
+
+  Cli() { devices.sizes["/dev/ram0"] = 64ULL * 1024 * 1024; }
+
+  int run(std::vector<std::string> args) {
+    out.str("");
+    err.str("");
+    args.insert(args.begin(), "lbscrypt");
+    lbscrypt::cli::Services services;
+    services.make_kernel = [this] {
+      ++kernels_made;
+      return std::make_unique<KernelRef>(kernel);
+    };
+    services.make_devices = [this] { return std::make_unique<DevicesRef>(devices); };
+    return lbscrypt::cli::run(args, out, err, services);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cli table: a line for another machine needs no kernel", "[cli]") {
+  Cli cli;
+  const int rc = cli.run({"table", "--assume-version", "1.30.0", "--assume-page-size", "65536",
+                          "--size", "2048", "--sector-size", "65536", "--iv-large-sectors",
+                          "--key-file", kKeyFile, "/dev/vdb"});
+  CHECK(rc == 0);
+  CHECK(cli.err.str().empty());
+  CHECK(cli.out.str() == "0 2048 crypt aes-xts-plain64 " + kKeyHex +
+                             " 0 /dev/vdb 0 2 sector_size:65536 iv_large_sectors\n");
+  CHECK(cli.kernels_made == 0);
+}
+
+TEST_CASE("cli table: options in cryptsetup's names and units", "[cli]") {
+  Cli cli;
+  const int rc = cli.run({"table", "-c", "aes-cbc-essiv:sha256", "-s", "128", "-d", kKeyFile,
+                          "--keyfile-offset", "16", "-o", "8", "-p", "100", "-b", "1024",
+                          "--allow-discards", "--perf-same_cpu_crypt",
+                          "--perf-submit_from_crypt_cpus", "--perf-no_read_workqueue",
+                          "--perf-no_write_workqueue", "--sector-size", "4096", "/dev/ram0"});
+  CHECK(cli.err.str().empty());
+  REQUIRE(rc == 0);
+  CHECK(cli.out.str() ==
+        "0 1024 crypt aes-cbc-essiv:sha256 101112131415161718191a1b1c1d1e1f 100 /dev/ram0 8 6 "
+        "allow_discards same_cpu_crypt submit_from_crypt_cpus no_read_workqueue "
+        "no_write_workqueue sector_size:4096\n");
+}
+
+TEST_CASE("cli table: refusals are one line, exit non-zero, print no table", "[cli]") {
+  Cli cli;
+  SECTION("stock version") {
+    cli.kernel.version = lbscrypt::TargetVersion{1, 28, 0};
+    CHECK(cli.run({"table", "--sector-size", "65536", "-d", kKeyFile, "/dev/ram0"}) ==
+          lbscrypt::cli::kExitRefused);
+    CHECK(cli.err.str() == "lbscrypt: this kernel's crypt is v1.28.0; sector_size 65536 needs "
+                           "v1.30.0: load dm-crypt-lbs\n");
+  }
+  SECTION("page size") {
+    cli.kernel.page = 4096;
+    CHECK(cli.run({"table", "--sector-size", "16384", "-d", kKeyFile, "/dev/ram0"}) ==
+          lbscrypt::cli::kExitRefused);
+    CHECK_THAT(cli.err.str(), Catch::Contains("exceeds the page size 4096"));
+  }
+  SECTION("LUKS header") {
+    cli.devices.luks["/dev/ram0"] = true;
+    CHECK(cli.run({"table", "--sector-size", "8192", "-d", kKeyFile, "/dev/ram0"}) ==
+          lbscrypt::cli::kExitLuksRefused);
+  }
+  SECTION("not a power of two") {
+    CHECK(cli.run({"table", "--sector-size", "3000", "-d", kKeyFile, "/dev/ram0"}) ==
+          lbscrypt::cli::kExitInvalid);
+  }
+  SECTION("missing key file") {
+    CHECK(cli.run({"table", "-d", "/nonexistent/key", "/dev/ram0"}) == lbscrypt::cli::kExitKey);
+  }
+  SECTION("bad --assume-version") {
+    CHECK(cli.run({"table", "--assume-version", "1.30", "--assume-page-size", "4096", "--size",
+                   "8", "-d", kKeyFile, "/dev/x"}) == lbscrypt::cli::kExitInvalid);
+    CHECK_THAT(cli.err.str(), Catch::Contains("for example 1.30.0"));
+  }
+  SECTION("bad --assume-page-size") {
+    CHECK(cli.run({"table", "--assume-version", "1.30.0", "--assume-page-size", "5000",
+                   "--size", "8", "-d", kKeyFile, "/dev/x"}) == lbscrypt::cli::kExitInvalid);
+  }
+  CHECK(cli.out.str().empty());
+  const std::string err = cli.err.str();
+  CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  CHECK(cli.kernel.creates == 0);
+}
+
+TEST_CASE("cli usage errors exit 2", "[cli]") {
+  Cli cli;
+  CHECK(cli.run({}) == lbscrypt::cli::kExitUsage);
+  CHECK(cli.run({"frobnicate"}) == lbscrypt::cli::kExitUsage);
+  CHECK(cli.run({"table", "--sector-size", "4096abc", "/dev/x"}) == lbscrypt::cli::kExitUsage);
+  CHECK(cli.run({"table", "--no-such-option", "/dev/x"}) == lbscrypt::cli::kExitUsage);
+  CHECK(cli.run({"open", "/dev/ram0"}) == lbscrypt::cli::kExitUsage);  // no name
+  CHECK_THAT(cli.err.str(), Catch::StartsWith("lbscrypt: "));
+}
+
+TEST_CASE("cli help and version", "[cli]") {
+  Cli cli;
+  CHECK(cli.run({"--help"}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::Contains("table") && Catch::Contains("check"));
+  CHECK(cli.run({"table", "--help"}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::Contains("--perf-no_write_workqueue") &&
+                                Catch::Contains("--assume-page-size"));
+  CHECK(cli.run({"--version"}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::Contains("lbscrypt 1.30.0"));
+}
+
+TEST_CASE("cli check: text and JSON", "[cli]") {
+  Cli cli;
+  cli.kernel.version = lbscrypt::TargetVersion{1, 28, 0};
+  CHECK(cli.run({"check", "--sector-size", "65536"}) == lbscrypt::cli::kExitRefused);
+  CHECK_THAT(cli.out.str(), Catch::Contains("crypt target:             v1.28.0") &&
+                                Catch::Contains("largest plain sector size: 4096") &&
+                                Catch::Contains("needs v1.30.0: load dm-crypt-lbs"));
+
+  cli.kernel.version = lbscrypt::TargetVersion{1, 30, 0};
+  cli.kernel.page = 16384;
+  CHECK(cli.run({"check", "--sector-size", "16384", "--json"}) == 0);
+  const auto j = nlohmann::json::parse(cli.out.str());
+  CHECK(j["target_version"] == "1.30.0");
+  CHECK(j["page_size"] == 16384);
+  CHECK(j["max_plain_sector_size"] == 16384);
+  CHECK(j["max_luks_sector_size"] == 4096);
+  CHECK(j["loads"] == true);
+  CHECK(j["reason"].is_null());
+
+  CHECK(cli.run({"check", "--sector-size", "8192", "--type", "luks", "--json"}) ==
+        lbscrypt::cli::kExitLuksRefused);
+  CHECK(nlohmann::json::parse(cli.out.str())["loads"] == false);
+
+  cli.kernel.version.reset();
+  CHECK(cli.run({"check", "--json"}) == 0);
+  CHECK(nlohmann::json::parse(cli.out.str())["target_version"].is_null());
+
+  cli.kernel.fail_list = true;
+  CHECK(cli.run({"check"}) == lbscrypt::cli::kExitKernel);
+}
+
+TEST_CASE("cli table --json carries the line and the facts", "[cli]") {
+  Cli cli;
+  REQUIRE(cli.run({"table", "--json", "--sector-size", "8192", "-d", kKeyFile, "/dev/ram0"}) ==
+          0);
+  const auto j = nlohmann::json::parse(cli.out.str());
+  CHECK(j["table"] == "0 131072 crypt aes-xts-plain64 " + kKeyHex +
+                          " 0 /dev/ram0 0 1 sector_size:8192");
+  CHECK(j["sector_size"] == 8192);
+  CHECK(j["key_size"] == 256);
+  CHECK(j["target_version"] == "1.30.0");
+}
+
+TEST_CASE("cli open, status, close", "[cli]") {
+  Cli cli;
+  REQUIRE(cli.run({"open", "--type", "plain", "--sector-size", "65536", "-d", kKeyFile,
+                   "/dev/ram0", "big"}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::Contains("/dev/mapper/big") && Catch::Contains("/dev/dm-0"));
+  REQUIRE(cli.kernel.mappings.count("big") == 1);
+  CHECK(std::string(cli.kernel.mappings.at("big").line.params.view()) ==
+        "aes-xts-plain64 " + kKeyHex + " 0 /dev/ram0 0 1 sector_size:65536");
+
+  REQUIRE(cli.run({"status", "big"}) == 0);
+  const std::string status = cli.out.str();
+  CHECK_THAT(status, Catch::Contains("/dev/mapper/big is active.") &&
+                         Catch::Contains("sector size:  65536") &&
+                         Catch::Contains("keysize: 256 bits") &&
+                         Catch::Contains("target:  crypt v1.30.0") &&
+                         Catch::Contains("dm device: /dev/dm-0"));
+  CHECK(status.find(kKeyHex) == std::string::npos);
+
+  REQUIRE(cli.run({"status", "--json", "big"}) == 0);
+  const auto j = nlohmann::json::parse(cli.out.str());
+  CHECK(j["sector_size"] == 65536);
+  CHECK(j["dm_device"] == "/dev/dm-0");
+  CHECK(cli.out.str().find(kKeyHex) == std::string::npos);
+
+  CHECK(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "big"}) == lbscrypt::cli::kExitRefused);
+  CHECK(cli.run({"close", "big"}) == 0);
+  CHECK(cli.kernel.mappings.empty());
+  CHECK(cli.run({"close", "big"}) == lbscrypt::cli::kExitNotFound);
+  CHECK(cli.run({"status", "big"}) == lbscrypt::cli::kExitNotFound);
+}
+
+TEST_CASE("cli open refuses what it must not do", "[cli]") {
+  Cli cli;
+  CHECK(cli.run({"open", "--type", "luks", "/dev/ram0", "x"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.run({"open", "--assume-version", "1.30.0", "-d", kKeyFile, "/dev/ram0", "x"}) ==
+        lbscrypt::cli::kExitInvalid);
+  cli.kernel.version = lbscrypt::TargetVersion{1, 28, 0};
+  CHECK(cli.run({"open", "--sector-size", "65536", "-d", kKeyFile, "/dev/ram0", "x"}) ==
+        lbscrypt::cli::kExitRefused);
+  CHECK(cli.kernel.creates == 0);
+}
