@@ -255,10 +255,13 @@ static int lbs_message(struct dm_target *ti, unsigned int argc, char **argv,
 			return -EINVAL;
 		}
 		key_size = lbs_key_size(argv[2]);
-		if (key_size != cc->key_size) {
-			memset(argv[2], '0', strlen(argv[2]));
+		if (key_size < 0)
+			DMERR("key set refused: not hex, \"-\" or a keyring reference");
+		else if (key_size != cc->key_size)
 			DMERR("key set refused: key of %d bytes, the table's key has %u",
 			      key_size, cc->key_size);
+		if (key_size != cc->key_size) {
+			memset(argv[2], '0', strlen(argv[2]));
 			return -EINVAL;
 		}
 		r = lbs_set_key(cc, argv[2]);
