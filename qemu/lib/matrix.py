@@ -10,6 +10,10 @@ ARGS = ["512", "1024", "2048", "4096", "8192", "16384", "32768", "65536",
         "131072", "69632", "3000", "0", "61440", "-4096", "4096abc", "+4096"]
 
 
+# The names the matrix boot registers the targets under (qemu/matrix).
+TARGETS = {"crypt": "stock", "crypt_lbs": "lbscrypt"}
+
+
 def _int_or_none(text):
     return None if text == "-" else int(text)
 
@@ -17,9 +21,10 @@ def _int_or_none(text):
 def assemble(raw_dir, out):
     records = []
     for meta in sorted(Path(raw_dir).glob("*.meta")):
-        kernel, arch, page, release, target = meta.read_text().rstrip("\n").split("\t")
+        kernel, arch, page, release = meta.read_text().rstrip("\n").split("\t")
         for line in meta.with_suffix(".tsv").read_text().splitlines():
-            _, arg, outcome, recorded, lbs, version, error = line.split("\t")
+            _, name, arg, outcome, recorded, lbs, version, error = line.split("\t")
+            target = TARGETS[name]
             records.append({
                 "kernel": kernel, "arch": arch, "page_size": int(page),
                 "kernel_release": release, "target": target,
