@@ -15,7 +15,7 @@ KERNELS ?= $(shell awk '!/^\#/ && NF { print $$1 }' $(TOP)/qemu/kernels.conf)
 BUILD := $(TOP)/build
 export LBS_BUILD := $(BUILD)
 
-.PHONY: all deps kernels kmod matrix matrix-check guest-test check lint-shell clean
+.PHONY: all deps kernels kmod kmod-lint matrix matrix-check guest-test check lint-shell clean
 
 all: kmod tools
 
@@ -47,11 +47,18 @@ matrix-check: matrix
 guest-test: kmod $(GUEST_TOOLS)
 	@tests/run-guest-tests $(KERNELS)
 
-lint-shell:
-	@shellcheck -x qemu/run qemu/matrix qemu/lib/* tests/guest/*.sh tests/run-guest-tests .ci/run
-	@echo "shellcheck: clean"
+kmod-lint: kernels
+	@tests/kmod-lint
 
-check: deps lint-shell matrix-check guest-test
+SHELL_SCRIPTS := qemu/run qemu/matrix $(filter-out %.py,$(wildcard qemu/lib/*)) qemu/rootfs/init \
+	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint) .ci/run
+
+lint-shell:
+	@shellcheck -x $(SHELL_SCRIPTS)
+	@echo "shellcheck: clean ($(words $(SHELL_SCRIPTS)) scripts)"
+
+# Cheap and host-only first, then the module builds, then the guests.
+check: deps lint-shell tools-test tools-asan tools-lint kmod-lint kmod matrix-check guest-test
 
 clean:
 	rm -rf $(BUILD)

@@ -32,8 +32,7 @@ trap lbs_run_cleanups EXIT
 
 # dm_remove NAME: remove a mapping if it exists (retrying while it is busy).
 dm_remove() {
-	local n
-	for n in 1 2 3 4 5; do
+	for _ in 1 2 3 4 5; do
 		dmsetup info "$1" >/dev/null 2>&1 || return 0
 		dmsetup remove "$1" >/dev/null 2>&1 && return 0
 		sleep 0.2
