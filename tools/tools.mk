@@ -11,7 +11,7 @@ TOOLS_SRC_DIR := tools
 TOOLS_BUILD_DIR := build/tools
 TOOLS_JOBS ?= 2
 TOOLS_CMAKE_FLAGS ?=
-TOOLS_SOURCES = $(shell find tools/include tools/src tests/unit -name '*.hpp' -o -name '*.cpp' -o -name '*.hpp.in')
+TOOLS_SOURCES = $(shell find tools/include tools/src tests/unit -name '*.hpp' -o -name '*.cpp')
 TOOLS_TIDY_SOURCES = $(shell find tools/src tests/unit -name '*.cpp')
 
 .PHONY: tools tools-test tools-asan tools-lint tools-arm64
@@ -31,8 +31,8 @@ tools-asan:
 
 # clang-tidy needs the compile database of the host build.
 tools-lint: tools
-	@clang-format --dry-run -Werror $(TOOLS_SOURCES)
-	@clang-tidy -p $(TOOLS_BUILD_DIR)/host --quiet $(TOOLS_TIDY_SOURCES) 2>/dev/null
+	@clang-format --style=file:tools/.clang-format --dry-run -Werror $(TOOLS_SOURCES)
+	@clang-tidy --config-file=tools/.clang-tidy -p $(TOOLS_BUILD_DIR)/host --quiet $(TOOLS_TIDY_SOURCES)
 	@echo "tools-lint: clean"
 
 tools-arm64:

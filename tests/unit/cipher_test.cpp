@@ -34,9 +34,9 @@ TEST_CASE("cipher specifications split into their parts", "[cipher]") {
 }
 
 TEST_CASE("cipher specifications print back as written", "[cipher]") {
-  for (const char *text : {"aes-xts-plain64", "aes-cbc-essiv:sha256", "aes:64-cbc-lmk",
-                           "cipher_null-ecb", "capi:xts(aes)-plain64", "serpent-xts-plain64be",
-                           "capi:cbc(aes)-essiv:sha256"}) {
+  for (const char *text :
+       {"aes-xts-plain64", "aes-cbc-essiv:sha256", "aes:64-cbc-lmk", "cipher_null-ecb",
+        "capi:xts(aes)-plain64", "serpent-xts-plain64be", "capi:cbc(aes)-essiv:sha256"}) {
     INFO(text);
     const auto spec = parse_cipher_spec(text);
     REQUIRE(spec.ok());

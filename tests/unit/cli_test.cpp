@@ -25,9 +25,7 @@ class KernelRef final : public lbscrypt::Kernel {
     return fake_.create(r);
   }
   lbscrypt::Result<void> remove(std::string_view n) override { return fake_.remove(n); }
-  lbscrypt::Result<lbscrypt::DeviceInfo> info(std::string_view n) override {
-    return fake_.info(n);
-  }
+  lbscrypt::Result<lbscrypt::DeviceInfo> info(std::string_view n) override { return fake_.info(n); }
   lbscrypt::Result<std::vector<lbscrypt::TargetLine>> table(std::string_view n) override {
     return fake_.table(n);
   }
@@ -97,11 +95,29 @@ TEST_CASE("cli table: a line for another machine needs no kernel", "[cli]") {
 
 TEST_CASE("cli table: options in cryptsetup's names and units", "[cli]") {
   Cli cli;
-  const int rc = cli.run({"table", "-c", "aes-cbc-essiv:sha256", "-s", "128", "-d", kKeyFile,
-                          "--keyfile-offset", "16", "-o", "8", "-p", "100", "-b", "1024",
-                          "--allow-discards", "--perf-same_cpu_crypt",
-                          "--perf-submit_from_crypt_cpus", "--perf-no_read_workqueue",
-                          "--perf-no_write_workqueue", "--sector-size", "4096", "/dev/ram0"});
+  const int rc = cli.run({"table",
+                          "-c",
+                          "aes-cbc-essiv:sha256",
+                          "-s",
+                          "128",
+                          "-d",
+                          kKeyFile,
+                          "--keyfile-offset",
+                          "16",
+                          "-o",
+                          "8",
+                          "-p",
+                          "100",
+                          "-b",
+                          "1024",
+                          "--allow-discards",
+                          "--perf-same_cpu_crypt",
+                          "--perf-submit_from_crypt_cpus",
+                          "--perf-no_read_workqueue",
+                          "--perf-no_write_workqueue",
+                          "--sector-size",
+                          "4096",
+                          "/dev/ram0"});
   CHECK(cli.err.str().empty());
   REQUIRE(rc == 0);
   CHECK(cli.out.str() ==
@@ -116,8 +132,9 @@ TEST_CASE("cli table: refusals are one line, exit non-zero, print no table", "[c
     cli.kernel.version = lbscrypt::TargetVersion{1, 28, 0};
     CHECK(cli.run({"table", "--sector-size", "65536", "-d", kKeyFile, "/dev/ram0"}) ==
           lbscrypt::cli::kExitRefused);
-    CHECK(cli.err.str() == "lbscrypt: this kernel's crypt is v1.28.0; sector_size 65536 needs "
-                           "v1.30.0: load dm-crypt-lbs\n");
+    CHECK(cli.err.str() ==
+          "lbscrypt: this kernel's crypt is v1.28.0; sector_size 65536 needs "
+          "v1.30.0: load dm-crypt-lbs\n");
   }
   SECTION("page size") {
     cli.kernel.page = 4096;
@@ -138,13 +155,13 @@ TEST_CASE("cli table: refusals are one line, exit non-zero, print no table", "[c
     CHECK(cli.run({"table", "-d", "/nonexistent/key", "/dev/ram0"}) == lbscrypt::cli::kExitKey);
   }
   SECTION("bad --assume-version") {
-    CHECK(cli.run({"table", "--assume-version", "1.30", "--assume-page-size", "4096", "--size",
-                   "8", "-d", kKeyFile, "/dev/x"}) == lbscrypt::cli::kExitInvalid);
+    CHECK(cli.run({"table", "--assume-version", "1.30", "--assume-page-size", "4096", "--size", "8",
+                   "-d", kKeyFile, "/dev/x"}) == lbscrypt::cli::kExitInvalid);
     CHECK_THAT(cli.err.str(), Catch::Contains("for example 1.30.0"));
   }
   SECTION("bad --assume-page-size") {
-    CHECK(cli.run({"table", "--assume-version", "1.30.0", "--assume-page-size", "5000",
-                   "--size", "8", "-d", kKeyFile, "/dev/x"}) == lbscrypt::cli::kExitInvalid);
+    CHECK(cli.run({"table", "--assume-version", "1.30.0", "--assume-page-size", "5000", "--size",
+                   "8", "-d", kKeyFile, "/dev/x"}) == lbscrypt::cli::kExitInvalid);
   }
   CHECK(cli.out.str().empty());
   const std::string err = cli.err.str();
@@ -167,8 +184,8 @@ TEST_CASE("cli help and version", "[cli]") {
   CHECK(cli.run({"--help"}) == 0);
   CHECK_THAT(cli.out.str(), Catch::Contains("table") && Catch::Contains("check"));
   CHECK(cli.run({"table", "--help"}) == 0);
-  CHECK_THAT(cli.out.str(), Catch::Contains("--perf-no_write_workqueue") &&
-                                Catch::Contains("--assume-page-size"));
+  CHECK_THAT(cli.out.str(),
+             Catch::Contains("--perf-no_write_workqueue") && Catch::Contains("--assume-page-size"));
   CHECK(cli.run({"--version"}) == 0);
   CHECK_THAT(cli.out.str(), Catch::Contains("lbscrypt 1.30.0"));
 }
@@ -206,11 +223,10 @@ TEST_CASE("cli check: text and JSON", "[cli]") {
 
 TEST_CASE("cli table --json carries the line and the facts", "[cli]") {
   Cli cli;
-  REQUIRE(cli.run({"table", "--json", "--sector-size", "8192", "-d", kKeyFile, "/dev/ram0"}) ==
-          0);
+  REQUIRE(cli.run({"table", "--json", "--sector-size", "8192", "-d", kKeyFile, "/dev/ram0"}) == 0);
   const auto j = nlohmann::json::parse(cli.out.str());
-  CHECK(j["table"] == "0 131072 crypt aes-xts-plain64 " + kKeyHex +
-                          " 0 /dev/ram0 0 1 sector_size:8192");
+  CHECK(j["table"] ==
+        "0 131072 crypt aes-xts-plain64 " + kKeyHex + " 0 /dev/ram0 0 1 sector_size:8192");
   CHECK(j["sector_size"] == 8192);
   CHECK(j["key_size"] == 256);
   CHECK(j["target_version"] == "1.30.0");
@@ -218,8 +234,8 @@ TEST_CASE("cli table --json carries the line and the facts", "[cli]") {
 
 TEST_CASE("cli open, status, close", "[cli]") {
   Cli cli;
-  REQUIRE(cli.run({"open", "--type", "plain", "--sector-size", "65536", "-d", kKeyFile,
-                   "/dev/ram0", "big"}) == 0);
+  REQUIRE(cli.run({"open", "--type", "plain", "--sector-size", "65536", "-d", kKeyFile, "/dev/ram0",
+                   "big"}) == 0);
   CHECK_THAT(cli.out.str(), Catch::Contains("/dev/mapper/big") && Catch::Contains("/dev/dm-0"));
   REQUIRE(cli.kernel.mappings.count("big") == 1);
   CHECK(std::string(cli.kernel.mappings.at("big").line.params.view()) ==

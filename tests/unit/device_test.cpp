@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include <catch2/catch.hpp>
 #include <libcryptsetup.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <fstream>
 #include <string>
@@ -68,8 +68,8 @@ TEST_CASE("LUKS headers are found by libcryptsetup, zeros are not LUKS", "[devic
   REQUIRE(crypt_set_pbkdf_type(cd, &pbkdf) == 0);
   crypt_params_luks1 params{};
   params.hash = "sha256";
-  const int formatted = crypt_format(cd, CRYPT_LUKS1, "aes", "xts-plain64", nullptr, nullptr, 64,
-                                     &params);
+  const int formatted =
+      crypt_format(cd, CRYPT_LUKS1, "aes", "xts-plain64", nullptr, nullptr, 64, &params);
   crypt_free(cd);
   REQUIRE(formatted == 0);
 

@@ -46,7 +46,8 @@ class FakeKernel final : public Kernel {
     const auto pos = params.find("sector_size:");
     if (pos != std::string::npos) {
       const auto end = params.find(' ', pos);
-      const std::string arg = params.substr(pos + 12, end == std::string::npos ? end : end - pos - 12);
+      const std::string arg =
+          params.substr(pos + 12, end == std::string::npos ? end : end - pos - 12);
       const bool stock = !version || *version < TargetVersion{1, 30, 0};
       const unsigned long long full = std::stoull(arg);
       const unsigned long long value = stock ? (full & 0xffffULL) : full;

@@ -37,20 +37,24 @@ TEST_CASE("the largest sector size: version x page size x type", "[gating]") {
     std::uint32_t expected;
   };
   const Row rows[] = {
-      {kStock, 4096, MappingType::plain, 4096},     {kStock, 16384, MappingType::plain, 4096},
-      {kStock, 65536, MappingType::plain, 4096},    {kStock61, 65536, MappingType::plain, 4096},
+      {kStock, 4096, MappingType::plain, 4096},
+      {kStock, 16384, MappingType::plain, 4096},
+      {kStock, 65536, MappingType::plain, 4096},
+      {kStock61, 65536, MappingType::plain, 4096},
       {{1, 29, 99}, 65536, MappingType::plain, 4096},
-      {kLbs, 4096, MappingType::plain, 4096},       {kLbs, 16384, MappingType::plain, 16384},
-      {kLbs, 65536, MappingType::plain, 65536},     {{1, 31, 0}, 65536, MappingType::plain, 65536},
+      {kLbs, 4096, MappingType::plain, 4096},
+      {kLbs, 16384, MappingType::plain, 16384},
+      {kLbs, 65536, MappingType::plain, 65536},
+      {{1, 31, 0}, 65536, MappingType::plain, 65536},
       {kLbs, 262144, MappingType::plain, 65536},  // the block layer's cap
-      {kLbs, 65536, MappingType::luks, 4096},       {kStock, 65536, MappingType::luks, 4096},
+      {kLbs, 65536, MappingType::luks, 4096},
+      {kStock, 65536, MappingType::luks, 4096},
       {kLbs, 16384, MappingType::luks, 4096},
   };
   for (const auto &row : rows) {
-    INFO(lbscrypt::to_string(row.version) << " page " << row.page << " "
-                                          << lbscrypt::to_string(row.type));
-    CHECK(lbscrypt::max_sector_size(Capabilities{row.version, row.page}, row.type) ==
-          row.expected);
+    INFO(lbscrypt::to_string(row.version)
+         << " page " << row.page << " " << lbscrypt::to_string(row.type));
+    CHECK(lbscrypt::max_sector_size(Capabilities{row.version, row.page}, row.type) == row.expected);
   }
 }
 
@@ -73,8 +77,7 @@ TEST_CASE("check_sector_size: a decision table with reasons", "[gating]") {
        "this kernel's crypt is v1.28.0; sector_size 65536 needs v1.30.0: load dm-crypt-lbs"},
       {65536, kLbs, 65536, MappingType::plain, true, Errc::refused, ""},
       {16384, kLbs, 16384, MappingType::plain, true, Errc::refused, ""},
-      {32768, kLbs, 16384, MappingType::plain, false, Errc::refused,
-       "exceeds the page size 16384"},
+      {32768, kLbs, 16384, MappingType::plain, false, Errc::refused, "exceeds the page size 16384"},
       {8192, kLbs, 4096, MappingType::plain, false, Errc::refused, "exceeds the page size 4096"},
       {131072, kLbs, 65536, MappingType::plain, false, Errc::refused,
        "exceeds 65536, the largest logical block"},
@@ -87,8 +90,8 @@ TEST_CASE("check_sector_size: a decision table with reasons", "[gating]") {
   };
   for (const auto &row : rows) {
     INFO(row.size << " on " << lbscrypt::to_string(row.version) << " page " << row.page);
-    const auto r = lbscrypt::check_sector_size(row.size, Capabilities{row.version, row.page},
-                                               row.type);
+    const auto r =
+        lbscrypt::check_sector_size(row.size, Capabilities{row.version, row.page}, row.type);
     REQUIRE(r.ok() == row.ok);
     if (!row.ok) {
       CHECK(r.error().code == row.code);

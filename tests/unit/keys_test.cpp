@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // Expected keys were computed independently (Python hashlib) from cryptsetup's plain-mode
 // rule: key = H(p) || H("A" p) || H("AA" p) ... cut to the key size.
-#include <catch2/catch.hpp>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <cstring>

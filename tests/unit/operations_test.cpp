@@ -79,8 +79,9 @@ TEST_CASE("refusals: gate, page size, alignment, LUKS", "[operations]") {
     f.request.sector_size = 65536;
     const auto e = f.refusal();
     CHECK(e.code == Errc::refused);
-    CHECK(e.message == "this kernel's crypt is v1.28.0; sector_size 65536 needs v1.30.0: load "
-                       "dm-crypt-lbs");
+    CHECK(e.message ==
+          "this kernel's crypt is v1.28.0; sector_size 65536 needs v1.30.0: load "
+          "dm-crypt-lbs");
   }
   SECTION("no crypt target loaded yet") {
     f.kernel.version.reset();

@@ -22,8 +22,8 @@ TEST_CASE("target versions compare field by field", "[version]") {
 }
 
 TEST_CASE("malformed versions are refused with an example", "[version]") {
-  for (const char *bad : {"", "1", "1.30", "1.30.0.1", "1..0", "a.b.c", "1.30.0-rc1", "v",
-                          "1.30.x", "-1.30.0"}) {
+  for (const char *bad :
+       {"", "1", "1.30", "1.30.0.1", "1..0", "a.b.c", "1.30.0-rc1", "v", "1.30.x", "-1.30.0"}) {
     INFO(bad);
     const auto v = parse_target_version(bad);
     REQUIRE_FALSE(v.ok());

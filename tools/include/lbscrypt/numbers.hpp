@@ -10,6 +10,8 @@ namespace lbscrypt {
 
 [[nodiscard]] std::optional<std::uint64_t> parse_decimal_u64(std::string_view text);
 [[nodiscard]] std::optional<std::uint32_t> parse_decimal_u32(std::string_view text);
-[[nodiscard]] constexpr bool is_power_of_two(std::uint64_t n) { return n != 0 && (n & (n - 1)) == 0; }
+[[nodiscard]] constexpr bool is_power_of_two(std::uint64_t n) {
+  return n != 0 && (n & (n - 1)) == 0;
+}
 
 }  // namespace lbscrypt

@@ -37,10 +37,10 @@ struct KnownCapabilities {
 struct MappingRequest {
   std::string device;
   std::string cipher = kDefaultCipher;
-  std::uint64_t offset = 0;               // --offset: start on the device
-  std::uint64_t skip = 0;                 // --skip: iv_offset
-  std::optional<std::uint64_t> size;      // --size; default: the rest of the device
-  std::uint32_t sector_size = 512;        // --sector-size, bytes
+  std::uint64_t offset = 0;           // --offset: start on the device
+  std::uint64_t skip = 0;             // --skip: iv_offset
+  std::optional<std::uint64_t> size;  // --size; default: the rest of the device
+  std::uint32_t sector_size = 512;    // --sector-size, bytes
   bool iv_large_sectors = false;
   bool allow_discards = false;
   bool same_cpu_crypt = false;
@@ -65,8 +65,7 @@ struct CheckReport {
 };
 
 [[nodiscard]] Result<CheckReport> check(const Environment &env,
-                                        std::optional<std::uint64_t> sector_size,
-                                        MappingType type);
+                                        std::optional<std::uint64_t> sector_size, MappingType type);
 
 struct OpenResult {
   DeviceInfo device;

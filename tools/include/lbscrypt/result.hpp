@@ -27,7 +27,7 @@ struct Error {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] bool ok() const { return std::holds_alternative<T>(v_); }
@@ -52,7 +52,8 @@ class [[nodiscard]] Result<void> {
  public:
   Result() = default;
   Result(Ok /*unused*/) {}  // NOLINT(google-explicit-constructor)
-  Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
+  Result(Error error)
+      : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
   [[nodiscard]] bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
   [[nodiscard]] const Error &error() const { return error_; }

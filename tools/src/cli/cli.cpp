@@ -136,8 +136,8 @@ Result<MappingType> mapping_type(const std::string &type) {
                     fmt::format("--type {} is not known: use plain or luks", type));
 }
 
-Result<CryptTable> planned_table(const Options &o, const Environment &env,
-                                 const Services &services, std::ostream &err) {
+Result<CryptTable> planned_table(const Options &o, const Environment &env, const Services &services,
+                                 std::ostream &err) {
   const TerminalReader terminal = services.terminal;
   auto key = derive_plain_key(o.key, services.stdin_is_terminal, terminal);
   if (!key) {
@@ -247,11 +247,14 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   }
   // close and status always ask the running kernel: no --assume-* there.
   const Parsed none;
-  const Parsed &p = table->parsed() ? table_p : open->parsed() ? open_p : check_cmd->parsed() ? check_p : none;
+  const Parsed &p = table->parsed()       ? table_p
+                    : open->parsed()      ? open_p
+                    : check_cmd->parsed() ? check_p
+                                          : none;
   settle(o, p);
 
-  if (open->parsed() && (open_p.assume_version->count() != 0 ||
-                         open_p.assume_page_size->count() != 0)) {
+  if (open->parsed() &&
+      (open_p.assume_version->count() != 0 || open_p.assume_page_size->count() != 0)) {
     return fail(err, make_error(Errc::invalid_argument,
                                 "--assume-version and --assume-page-size are for table and "
                                 "check; open always asks the running kernel"));

@@ -109,8 +109,7 @@ void print_check(std::ostream &out, const CheckReport &report, std::string_view 
   out << fmt::format("largest plain sector size: {}\n", report.max_plain);
   out << fmt::format("largest LUKS sector size:  {}\n", report.max_luks);
   if (report.sector_size) {
-    out << fmt::format("sector size {} ({}):     {}\n", *report.sector_size,
-                       to_string(report.type),
+    out << fmt::format("sector size {} ({}):     {}\n", *report.sector_size, to_string(report.type),
                        report.refusal ? "refused: " + report.refusal->message : "loads");
   }
 }

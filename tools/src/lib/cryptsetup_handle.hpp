@@ -20,7 +20,8 @@ struct CryptSafeDeleter {
 using CryptSafeBuffer = std::unique_ptr<char, CryptSafeDeleter>;
 
 inline void silence_libcryptsetup() {
-  crypt_set_log_callback(nullptr, [](int, const char *, void *) {}, nullptr);
+  crypt_set_log_callback(
+      nullptr, [](int, const char *, void *) {}, nullptr);
 }
 
 }  // namespace lbscrypt::detail

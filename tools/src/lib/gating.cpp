@@ -70,9 +70,9 @@ std::uint32_t max_sector_size(const Capabilities &caps, MappingType type) {
 Result<void> check_sector_size(std::uint64_t sector_size, const Capabilities &caps,
                                MappingType type) {
   if (sector_size < kMinSectorSize || !is_power_of_two(sector_size)) {
-    return make_error(Errc::invalid_argument,
-                      fmt::format("sector size {} is not a power of two between 512 and 65536",
-                                  sector_size));
+    return make_error(
+        Errc::invalid_argument,
+        fmt::format("sector size {} is not a power of two between 512 and 65536", sector_size));
   }
   const std::uint32_t bound = max_sector_size(caps, type);
   if (sector_size <= bound) {
@@ -91,11 +91,11 @@ Result<void> check_sector_size(std::uint64_t sector_size, const Capabilities &ca
                                   sector_size));
   }
   if (!supports_large_sectors(caps.version)) {
-    return make_error(Errc::refused,
-                      fmt::format("this kernel's crypt is v{}; sector_size {} needs v{}: load "
-                                  "dm-crypt-lbs",
-                                  to_string(caps.version), sector_size,
-                                  to_string(kLargeSectorVersion)));
+    return make_error(
+        Errc::refused,
+        fmt::format("this kernel's crypt is v{}; sector_size {} needs v{}: load "
+                    "dm-crypt-lbs",
+                    to_string(caps.version), sector_size, to_string(kLargeSectorVersion)));
   }
   return make_error(Errc::refused,
                     fmt::format("sector size {} exceeds the page size {} of this kernel; use at "
@@ -103,8 +103,7 @@ Result<void> check_sector_size(std::uint64_t sector_size, const Capabilities &ca
                                 sector_size, caps.page_size, bound));
 }
 
-Prediction predict(const CryptTable &table, const TargetVersion &version,
-                   std::uint32_t page_size) {
+Prediction predict(const CryptTable &table, const TargetVersion &version, std::uint32_t page_size) {
   const std::uint32_t bound = kernel_bound(version, page_size);
   std::uint32_t value = kDefaultSectorSize;
   bool truncated = false;
@@ -112,23 +111,24 @@ Prediction predict(const CryptTable &table, const TargetVersion &version,
     if (!supports_large_sectors(version)) {
       const auto parsed = legacy_parse(*arg);
       if (!parsed) {
-        return refused(fmt::format("sector_size:{} does not match sscanf(\"%hu%c\"): only "
-                                   "digits are read, a sign or trailing characters fail",
-                                   *arg));
+        return refused(
+            fmt::format("sector_size:{} does not match sscanf(\"%hu%c\"): only "
+                        "digits are read, a sign or trailing characters fail",
+                        *arg));
       }
       value = parsed->value;
       truncated = parsed->truncated;
     } else {
       const auto parsed = parse_decimal_u32(*arg);
       if (!parsed) {
-        return refused(fmt::format("sector_size:{} is not an unsigned 32-bit decimal number",
-                                   *arg));
+        return refused(
+            fmt::format("sector_size:{} is not an unsigned 32-bit decimal number", *arg));
       }
       value = *parsed;
     }
     if (!valid_size(value, bound)) {
-      return refused(fmt::format("sector_size {}{} is not a power of two between 512 and {}",
-                                 value, truncated ? " (after 16-bit truncation)" : "", bound));
+      return refused(fmt::format("sector_size {}{} is not a power of two between 512 and {}", value,
+                                 truncated ? " (after 16-bit truncation)" : "", bound));
     }
   }
   const std::uint64_t unit = value / kSectorBytes;

@@ -97,9 +97,7 @@ class DevmapperKernel final : public Kernel {
     return std::optional<TargetVersion>{};
   }
 
-  std::uint32_t page_size() override {
-    return static_cast<std::uint32_t>(sysconf(_SC_PAGESIZE));
-  }
+  std::uint32_t page_size() override { return static_cast<std::uint32_t>(sysconf(_SC_PAGESIZE)); }
 
   Result<DeviceInfo> create(const CreateRequest &request) override {
     const Task task(named_task(DM_DEVICE_CREATE, request.name));
@@ -110,15 +108,14 @@ class DevmapperKernel final : public Kernel {
     params.append("", 1);
     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
     const auto *text = reinterpret_cast<const char *>(params.data());
-    const bool added = dm_task_add_target(task.get(), 0, request.length,
-                                          request.target_type.c_str(), text) != 0;
+    const bool added =
+        dm_task_add_target(task.get(), 0, request.length, request.target_type.c_str(), text) != 0;
     if (!added || dm_task_secure_data(task.get()) == 0 ||
         (request.read_only && dm_task_set_ro(task.get()) == 0)) {
       return dm_failure(Errc::kernel, "cannot prepare the create request");
     }
     if (!run_with_udev(task.get())) {
-      return dm_failure(Errc::kernel,
-                        fmt::format("the kernel refused to create {}", request.name));
+      return dm_failure(Errc::kernel, fmt::format("the kernel refused to create {}", request.name));
     }
     return info(request.name);
   }

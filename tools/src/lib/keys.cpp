@@ -17,9 +17,7 @@ constexpr std::uint32_t kMaxKeyBits = 8192;  // libcryptsetup refuses plain keys
 using detail::CryptDevice;
 using detail::CryptSafeBuffer;
 
-bool is_stdin(const std::optional<std::string> &key_file) {
-  return !key_file || *key_file == "-";
-}
+bool is_stdin(const std::optional<std::string> &key_file) { return !key_file || *key_file == "-"; }
 
 }  // namespace
 
@@ -79,7 +77,8 @@ Result<SecretBuffer> read_key_material(const KeyPlan &plan, const KeyOptions &op
     return line;
   }
   const char *path = plan.source == KeyPlan::Source::file ? options.key_file->c_str() : nullptr;
-  const std::uint32_t flags = plan.source == KeyPlan::Source::stdin_line ? CRYPT_KEYFILE_STOP_EOL : 0;
+  const std::uint32_t flags =
+      plan.source == KeyPlan::Source::stdin_line ? CRYPT_KEYFILE_STOP_EOL : 0;
   detail::silence_libcryptsetup();
   char *raw = nullptr;
   std::size_t raw_size = 0;
@@ -87,15 +86,15 @@ Result<SecretBuffer> read_key_material(const KeyPlan &plan, const KeyOptions &op
                                           plan.read_limit, flags);
   const CryptSafeBuffer guard(raw);
   if (r < 0) {
-    return make_error(Errc::key, fmt::format("cannot read the key from {}: {}",
-                                             path != nullptr ? path : "standard input",
-                                             std::strerror(-r)));
+    return make_error(Errc::key,
+                      fmt::format("cannot read the key from {}: {}",
+                                  path != nullptr ? path : "standard input", std::strerror(-r)));
   }
   if (plan.source == KeyPlan::Source::file && raw_size < plan.key_bytes) {
     return make_error(Errc::key, fmt::format("key file {} holds {} bytes after offset {}, the key "
                                              "needs {}",
-                                             *options.key_file, raw_size,
-                                             options.keyfile_offset, plan.key_bytes));
+                                             *options.key_file, raw_size, options.keyfile_offset,
+                                             plan.key_bytes));
   }
   return SecretBuffer(raw, raw_size);
 }
@@ -112,8 +111,8 @@ Result<SecretBuffer> make_plain_key(const KeyPlan &plan, const SecretBuffer &mat
   detail::silence_libcryptsetup();
   crypt_device *raw_cd = nullptr;
   if (const int r = crypt_init(&raw_cd, nullptr); r < 0) {
-    return make_error(Errc::key, fmt::format("libcryptsetup: cannot initialise: {}",
-                                             std::strerror(-r)));
+    return make_error(Errc::key,
+                      fmt::format("libcryptsetup: cannot initialise: {}", std::strerror(-r)));
   }
   const CryptDevice cd(raw_cd);
   crypt_params_plain params{};
@@ -123,20 +122,20 @@ Result<SecretBuffer> make_plain_key(const KeyPlan &plan, const SecretBuffer &mat
   if (const int r = crypt_format(cd.get(), CRYPT_PLAIN, "aes", "xts-plain64", nullptr, nullptr,
                                  plan.key_bytes, &params);
       r < 0) {
-    return make_error(Errc::key, fmt::format("libcryptsetup refuses hash '{}' for a {}-byte key: {}",
-                                             *plan.hash, plan.key_bytes, std::strerror(-r)));
+    return make_error(
+        Errc::key, fmt::format("libcryptsetup refuses hash '{}' for a {}-byte key: {}", *plan.hash,
+                               plan.key_bytes, std::strerror(-r)));
   }
   SecretBuffer key(plan.key_bytes);
   std::size_t key_size = key.size();
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
-  const int r = crypt_volume_key_get(cd.get(), CRYPT_ANY_SLOT, reinterpret_cast<char *>(key.data()),
-                                     &key_size,
-                                     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
-                                     reinterpret_cast<const char *>(material.data()),
-                                     material.size());
+  const int r = crypt_volume_key_get(
+      cd.get(), CRYPT_ANY_SLOT, reinterpret_cast<char *>(key.data()), &key_size,
+      // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
+      reinterpret_cast<const char *>(material.data()), material.size());
   if (r < 0 || key_size != plan.key_bytes) {
-    return make_error(Errc::key, fmt::format("cannot hash the passphrase with '{}' (unknown hash?)",
-                                             *plan.hash));
+    return make_error(
+        Errc::key, fmt::format("cannot hash the passphrase with '{}' (unknown hash?)", *plan.hash));
   }
   return key;
 }

@@ -13,9 +13,8 @@ namespace {
 constexpr std::uint64_t kSectorBytes = 512;
 
 Result<void> gate(std::uint64_t sector_size, const KnownCapabilities &known, MappingType type) {
-  if (!known.target_loaded && type == MappingType::plain &&
-      sector_size > kPortableMaxSectorSize && sector_size <= kBlockLayerMaxSectorSize &&
-      is_power_of_two(sector_size)) {
+  if (!known.target_loaded && type == MappingType::plain && sector_size > kPortableMaxSectorSize &&
+      sector_size <= kBlockLayerMaxSectorSize && is_power_of_two(sector_size)) {
     return make_error(Errc::refused,
                       fmt::format("no crypt target is loaded; sector_size {} needs v{}: load "
                                   "dm-crypt-lbs",
@@ -36,9 +35,8 @@ Result<std::uint64_t> mapping_length(const MappingRequest &request, const Enviro
   }
   const std::uint64_t device_sectors = *bytes / kSectorBytes;
   if (request.offset >= device_sectors) {
-    return make_error(Errc::refused,
-                      fmt::format("--offset {} is not inside device {} ({} sectors)",
-                                  request.offset, request.device, device_sectors));
+    return make_error(Errc::refused, fmt::format("--offset {} is not inside device {} ({} sectors)",
+                                                 request.offset, request.device, device_sectors));
   }
   const std::uint64_t available = device_sectors - request.offset;
   if (request.size && *request.size > available) {
@@ -210,10 +208,11 @@ Result<OpenResult> open_mapping(const std::string &name, const CryptTable &table
     }
   }
   const auto removed = env.kernel->remove(name);
-  return make_error(Errc::kernel, fmt::format("{} was created but its table does not read back "
-                                              "as requested; {}",
-                                              name, removed ? "it was removed again"
-                                                            : "and it could not be removed"));
+  return make_error(
+      Errc::kernel,
+      fmt::format("{} was created but its table does not read back "
+                  "as requested; {}",
+                  name, removed ? "it was removed again" : "and it could not be removed"));
 }
 
 Result<void> close_mapping(const std::string &name, const Environment &env) {

@@ -75,9 +75,10 @@ Result<KeySpec> parse_key(std::string_view word) {
   }
   SecretBuffer bytes;
   if (word.empty() || !from_hex(word, bytes)) {
-    return bad_table(fmt::format("the key must be an even number of hex digits, '-' or "
-                                 ":<key_size>:<type>:<description> ({} characters given)",
-                                 word.size()));
+    return bad_table(
+        fmt::format("the key must be an even number of hex digits, '-' or "
+                    ":<key_size>:<type>:<description> ({} characters given)",
+                    word.size()));
   }
   return KeySpec{std::move(bytes)};
 }
@@ -125,9 +126,10 @@ Result<void> parse_option(std::string_view word, CryptOptions &opts) {
     const auto colon = rest.find(':');
     const auto tag = parse_decimal_u32(rest.substr(0, colon));
     if (!tag || colon == std::string_view::npos || colon + 1 == rest.size() || opts.integrity) {
-      return bad_table(fmt::format("invalid optional parameter '{}' (expected "
-                                   "integrity:<tag_size>:<type>)",
-                                   word));
+      return bad_table(
+          fmt::format("invalid optional parameter '{}' (expected "
+                      "integrity:<tag_size>:<type>)",
+                      word));
     }
     opts.integrity = IntegrityOption{*tag, std::string(rest.substr(colon + 1))};
     return Ok{};
@@ -138,9 +140,10 @@ Result<void> parse_option(std::string_view word, CryptOptions &opts) {
 Result<CryptTable> parse_words(std::span<const std::string_view> words, std::uint64_t start,
                                std::uint64_t length) {
   if (words.size() < kRequiredParams) {
-    return bad_table(fmt::format("{} parameters given, at least 5 needed: <cipher> <key> "
-                                 "<iv_offset> <device> <offset>",
-                                 words.size()));
+    return bad_table(
+        fmt::format("{} parameters given, at least 5 needed: <cipher> <key> "
+                    "<iv_offset> <device> <offset>",
+                    words.size()));
   }
   CryptTable table;
   table.start = start;
@@ -168,9 +171,10 @@ Result<CryptTable> parse_words(std::span<const std::string_view> words, std::uin
   const auto count = parse_decimal_u32(words[kRequiredParams]);
   const auto given = words.size() - kRequiredParams - 1;
   if (!count || *count != given) {
-    return bad_table(fmt::format("optional parameter count '{}' does not match the {} "
-                                 "parameters that follow",
-                                 words[kRequiredParams], given));
+    return bad_table(
+        fmt::format("optional parameter count '{}' does not match the {} "
+                    "parameters that follow",
+                    words[kRequiredParams], given));
   }
   for (const auto word : words.subspan(kRequiredParams + 1)) {
     const auto parsed = parse_option(word, table.options);
