@@ -70,8 +70,13 @@ for ss in 512 4096; do
 		check_pair "$ss" "$cipher" 0
 	done
 	check_pair "$ss" aes-xts-plain64 $((1 << 30))
-	# an asynchronous cipher (cryptd queues up to 1000 requests, then backlogs)
-	check_pair "$ss" aes-xts-plain64 0 "capi:cryptd(xts(aes))-plain64"
+	# an asynchronous cipher (cryptd queues up to 1000 requests, then backlogs);
+	# by driver name: a second lookup of cryptd(xts(aes)) would fail with EEXIST
+	if modprobe -q cryptd 2>/dev/null || [ -d /sys/module/cryptd ]; then
+		check_pair "$ss" aes-xts-plain64 0 "capi:cryptd(xts(aes-generic))-plain64"
+	else
+		printf 'SKIP cryptd: this kernel has no cryptd (CONFIG_CRYPTO_CRYPTD)\n'
+	fi
 done
 
 # sector sizes above 4096 where the page allows: our own round trip
