@@ -86,6 +86,18 @@ fetch_debs() {
 	done
 }
 
+# cache_lock PATH: hold an exclusive lock on PATH.lock until the script exits, so
+# that two runs (make check and a developer's qemu/run) never build one cache
+# entry at the same time. Callers check for the finished entry again after it.
+cache_lock() {
+	mkdir -p "$(dirname "$1")"
+	exec 9>"$1.lock"
+	if ! flock -n 9; then
+		log "waiting for another run preparing ${1##*/}"
+		flock 9
+	fi
+}
+
 # The qemu binary and the console of an architecture.
 qemu_system() {
 	case $1 in
