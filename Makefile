@@ -15,7 +15,7 @@ KERNELS ?= $(shell awk '!/^\#/ && NF { print $$1 }' $(TOP)/qemu/kernels.conf)
 BUILD := $(TOP)/build
 export LBS_BUILD := $(BUILD)
 
-.PHONY: all deps kernels kmod kmod-lint matrix matrix-check guest-test check lint-shell clean
+.PHONY: all deps kernels kmod kmod-lint matrix matrix-check rig-test guest-test check lint-shell clean
 
 all: kmod tools
 
@@ -44,6 +44,9 @@ matrix: kmod
 matrix-check: matrix
 	@python3 qemu/lib/matrix.py check $(BUILD)/matrix/results.json tests/expected/matrix.tsv
 
+rig-test: kernels
+	@tests/rig-test
+
 guest-test: kmod $(GUEST_TOOLS)
 	@tests/run-guest-tests $(KERNELS)
 
@@ -51,14 +54,14 @@ kmod-lint: kernels
 	@tests/kmod-lint
 
 SHELL_SCRIPTS := qemu/run qemu/matrix $(filter-out %.py,$(wildcard qemu/lib/*)) qemu/rootfs/init \
-	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint) .ci/run
+	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/rig-test) .ci/run
 
 lint-shell:
 	@shellcheck -x $(SHELL_SCRIPTS)
 	@echo "shellcheck: clean ($(words $(SHELL_SCRIPTS)) scripts)"
 
 # Cheap and host-only first, then the module builds, then the guests.
-check: deps lint-shell tools-test tools-asan tools-lint kmod-lint kmod matrix-check guest-test
+check: deps lint-shell tools-test tools-asan tools-lint kmod-lint kmod rig-test matrix-check guest-test
 
 clean:
 	rm -rf $(BUILD)
