@@ -22,11 +22,24 @@ on_exit() {
 	LBS_CLEANUPS+=("$(printf '%q ' "$@")")
 }
 
+# soft_fail MSG: report a failed check and go on with the next one; the test
+# then exits 1 (for lists of independent cases, so one run shows every failure).
+LBS_FAILS=0
+soft_fail() {
+	printf 'FAIL %s: %s\n' "$LBS_TEST" "$*"
+	LBS_FAILS=$((LBS_FAILS + 1))
+}
+
 lbs_run_cleanups() {
-	local i
+	local rc=$? i
 	for ((i = ${#LBS_CLEANUPS[@]} - 1; i >= 0; i--)); do
 		eval "${LBS_CLEANUPS[$i]}" >/dev/null 2>&1 || true
 	done
+	if [ "$LBS_FAILS" -gt 0 ]; then
+		printf 'FAIL %s: %s failed checks\n' "$LBS_TEST" "$LBS_FAILS"
+		rc=1
+	fi
+	exit "$rc"
 }
 trap lbs_run_cleanups EXIT
 
@@ -58,3 +71,129 @@ ti_error() {
 printf '== %s on %s (%s, page size %s)\n' "$LBS_TEST" "$(uname -r)" "$(uname -m)" "$(getconf PAGESIZE)"
 dmsetup targets | sed 's/^/   target /'
 dmesg -c >/dev/null 2>&1 || true
+
+# --- helpers of the integration suite (tests/run-guest-tests) ---
+
+# ok MSG: one line for a check that passed.
+ok() {
+	printf 'ok   %s\n' "$*"
+}
+
+# test_key BYTES: the suite's fixed key, bytes 00 01 02 ... as hex ("-" for 0 bytes).
+# tests/reference/dmcrypt_ref.py uses the same bytes.
+test_key() {
+	local i b out=""
+	[ "$1" -gt 0 ] || { printf -- '-\n'; return 0; }
+	for ((i = 0; i < $1; i++)); do
+		printf -v b '%02x' "$((i & 255))"
+		out+=$b
+	done
+	printf '%s\n' "$out"
+}
+
+# test_key_file PATH BYTES: the same key bytes as test_key, as a binary key file.
+test_key_file() {
+	local i b fmt=""
+	for ((i = 0; i < $2; i++)); do
+		printf -v b '\\x%02x' "$((i & 255))"
+		fmt+=$b
+	done
+	# shellcheck disable=SC2059 # the format is the escaped bytes
+	printf "$fmt" >"$1"
+}
+
+# pattern BYTES: the reference plaintext on stdout. 16-byte record i (from 0) is i
+# in lowercase hex, zero-padded to 15 digits, then a newline: deterministic, every
+# cipher block distinct, and the same bytes tests/reference/dmcrypt_ref.py makes.
+pattern() {
+	# shellcheck disable=SC2046 # one printf argument per record
+	printf '%015x\n' $(seq 0 $(($1 / 16 - 1)))
+}
+
+# sha_of DEV BYTES [BS]: sha256 of the first BYTES (a multiple of BS, default
+# 32 KiB) of a block device, read with O_DIRECT after dropping its page cache.
+sha_of() {
+	local bs=${3:-32768}
+	blockdev --flushbufs "$1"
+	dd if="$1" bs="$bs" count="$(($2 / bs))" iflag=direct status=none | sha256sum | cut -d' ' -f1
+}
+
+# put FILE DEV [BS]: write FILE (a multiple of BS, default 32 KiB) to DEV with O_DIRECT.
+put() {
+	dd if="$1" of="$2" bs="${3:-32768}" oflag=direct conv=fsync status=none
+}
+
+# lbsize DEV: the logical block size the kernel gives DEV.
+lbsize() {
+	cat "/sys/block/${1##*/}/queue/logical_block_size"
+}
+
+# page_size, and bound: the largest sector_size dm-crypt-lbs accepts here (min(page, 65536)).
+page_size() {
+	getconf PAGESIZE
+}
+bound() {
+	local p
+	p=$(page_size)
+	[ "$p" -le 65536 ] || p=65536
+	printf '%s\n' "$p"
+}
+
+# sizes_upto MAX: the powers of two from 512 to MAX.
+sizes_upto() {
+	local s=512
+	while [ "$s" -le "$1" ]; do
+		printf '%s\n' "$s"
+		s=$((s * 2))
+	done
+}
+
+# refuses_einval WHAT CMD...: CMD must fail with "Invalid argument", leave no
+# mapping named lbs-bad and make the kernel log a ti->error (printed). A case
+# that does not is reported with soft_fail.
+refuses_einval() {
+	local what=$1 out err
+	shift
+	dmesg -c >/dev/null 2>&1 || true
+	if out=$("$@" 2>&1); then
+		soft_fail "$what: accepted, expected EINVAL ($*)"
+		dm_remove lbs-bad
+		return 0
+	fi
+	err=$(ti_error)
+	case $out in
+	*"Invalid argument"*) ;;
+	*) soft_fail "$what: refused, but not with EINVAL: $(printf '%s' "$out" | head -n 1); ti->error: ${err:-none}"; return 0 ;;
+	esac
+	if dmsetup info lbs-bad >/dev/null 2>&1; then
+		soft_fail "$what: a device lbs-bad was left behind"
+		dm_remove lbs-bad
+	elif [ -z "$err" ]; then
+		soft_fail "$what: EINVAL without a ti->error in the kernel log"
+	else
+		ok "$what: EINVAL, ti->error: $err"
+	fi
+}
+
+# Process starts are what costs under TCG (~0.25 s each), so the tests put many
+# cases in one device, one segment each, and read the segments back through
+# linear views made in one dmsetup call.
+
+# raw_views N SECTORS: linear views raw-0 .. raw-(N-1) of consecutive SECTORS-long
+# regions of /dev/ram0, in one dmsetup call.
+raw_views() {
+	local i spec=""
+	for ((i = 0; i < $1; i++)); do
+		spec+="${spec:+;}raw-$i,,,rw,0 $2 linear /dev/ram0 $((i * $2))"
+	done
+	dmsetup create --concise "$spec"
+}
+
+# seg_sums PREFIX N: the sha256 of /dev/mapper/PREFIX-0 .. PREFIX-(N-1), one a
+# line, read after dropping their page caches.
+seg_sums() {
+	local i devs=()
+	for ((i = 0; i < $2; i++)); do devs+=("/dev/mapper/$1-$i"); done
+	blockdev --flushbufs "${devs[@]}"
+	sha256sum "${devs[@]}" | cut -d' ' -f1
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""An independent model of dm-crypt's on-disk format, for the guest tests.
+
+The guest writes a known plaintext through a crypt target and prints the sha256
+of the raw device (tests/guest/reference.sh and friends, one REFERENCE line per
+case). This script computes the ciphertext dm-crypt must have written, with
+python3-cryptography, and compares. It shares nothing with the module: it is
+written from dm-crypt's documented format (Documentation/admin-guide/
+device-mapper/dm-crypt.rst and the behaviour of drivers/md/dm-crypt.c):
+
+* The mapping is cut into encryption sectors of sector_size bytes; each one is
+  encrypted on its own (one XTS data unit, one CBC chain).
+* Encryption sector u (from 0 at the start of the mapping) starts at 512-byte
+  sector s = iv_offset + u * sector_size / 512. The IV counts that number s in
+  512-byte units, also for large sectors, unless iv_large_sectors is set: then it
+  counts sector_size units, s / (sector_size / 512).
+* plain64: the IV is that number, 64-bit little-endian, zero-padded to the
+  cipher's block. essiv:sha256: that plain64 block encrypted (ECB) with
+  sha256(volume key) as the key.
+
+The plaintext (the same bytes as tests/guest/lib.sh `pattern`): 16-byte record i
+is i in lowercase hex, zero-padded to 15 digits, then a newline. The key (lib.sh
+`test_key`): bytes 0, 1, 2, ... of the cipher's key length.
+
+Usage:
+  dmcrypt_ref.py check LOG...   compare every REFERENCE line of the logs; prints
+                                one line per case; exit 1 on any mismatch or if
+                                there are no lines at all
+  dmcrypt_ref.py sha CIPHER SECTOR_SIZE IV_LARGE_SECTORS IV_OFFSET BYTES
+                                print the expected sha256 of one case
+"""
+
+import hashlib
+import struct
+import sys
+
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+KEY_BYTES = {"aes-xts-plain64": 64, "aes-cbc-essiv:sha256": 32}
+
+
+def pattern(nbytes):
+    """The reference plaintext (see the module docstring)."""
+    return b"".join(b"%015x\n" % i for i in range(nbytes // 16))
+
+
+def test_key(nbytes):
+    return bytes(i & 255 for i in range(nbytes))
+
+
+def iv_sector(unit, sector_size, iv_large_sectors, iv_offset):
+    """The number the IV of encryption sector `unit` is made from."""
+    start = iv_offset + unit * (sector_size // 512)
+    return start // (sector_size // 512) if iv_large_sectors else start
+
+
+def encrypt(cipher, key, sector_size, iv_large_sectors, iv_offset, data):
+    if len(data) % sector_size:
+        raise ValueError("data is not a whole number of sectors")
+    out = []
+    if cipher == "aes-cbc-essiv:sha256":
+        essiv = Cipher(algorithms.AES(hashlib.sha256(key).digest()), modes.ECB()).encryptor()
+    for unit in range(len(data) // sector_size):
+        chunk = data[unit * sector_size:(unit + 1) * sector_size]
+        plain64 = struct.pack("<Q", iv_sector(unit, sector_size, iv_large_sectors, iv_offset) & (2**64 - 1))
+        plain64 += bytes(8)
+        if cipher == "aes-xts-plain64":
+            enc = Cipher(algorithms.AES(key), modes.XTS(plain64)).encryptor()
+        elif cipher == "aes-cbc-essiv:sha256":
+            enc = Cipher(algorithms.AES(key), modes.CBC(essiv.update(plain64))).encryptor()
+        else:
+            raise ValueError(f"no reference for cipher {cipher}")
+        out.append(enc.update(chunk) + enc.finalize())
+    return b"".join(out)
+
+
+def expected_sha(cipher, sector_size, iv_large_sectors, iv_offset, nbytes):
+    key = test_key(KEY_BYTES[cipher])
+    return hashlib.sha256(encrypt(cipher, key, sector_size, iv_large_sectors, iv_offset,
+                                  pattern(nbytes))).hexdigest()
+
+
+def check(logs):
+    cases = bad = 0
+    for log in logs:
+        with open(log, errors="replace") as f:
+            for line in f:
+                fields = line.split()
+                if not fields or fields[0] != "REFERENCE":
+                    continue
+                # REFERENCE <test> <target> <cipher> <ss> <ivls> <ivo> <bytes> <sha256>
+                test, target, cipher, ss, ivls, ivo, nbytes, got = fields[1:9]
+                want = expected_sha(cipher, int(ss), ivls == "1", int(ivo), int(nbytes))
+                cases += 1
+                what = (f"{test}: {target} {cipher} sector_size={ss} iv_large_sectors={ivls} "
+                        f"iv_offset={ivo} {nbytes} bytes")
+                if got == want:
+                    print(f"ok   {what}: ciphertext matches the reference")
+                else:
+                    bad += 1
+                    print(f"FAIL {what}: raw device sha256 {got}, reference {want}")
+    if cases == 0:
+        print("FAIL no REFERENCE lines to check")
+        return 1
+    print(f"reference: {cases - bad} of {cases} cases match")
+    return 1 if bad else 0
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "check":
+        return check(argv[1:])
+    if len(argv) == 6 and argv[0] == "sha":
+        print(expected_sha(argv[1], int(argv[2]), argv[3] == "1", int(argv[4]), int(argv[5])))
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
