@@ -3,7 +3,8 @@
 # "Verified in the rig" item 7, first half). Needs ours as crypt_lbs (`--module
 # both`). Each bad table: dmsetup fails with EINVAL, the kernel logs a non-empty
 # ti->error, no device is left. `key wipe` / `key set` on an active mapping:
-# refused, and the data still reads back afterwards.
+# refused, and the data still reads back afterwards; while suspended a bad key is
+# refused, `key wipe` makes resume fail and `key set` restores the mapping.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -73,4 +74,12 @@ if dmsetup message lbs-good 0 key set "${k64:2}" 2>/dev/null; then fail "key set
 dmsetup resume lbs-good || fail "resume after a refused key set failed"
 [ "$(sha_of /dev/mapper/lbs-good $((len * 512)) 65536)" = "$want" ] || fail "the data changed after a refused key set"
 ok "key set with a short key while suspended: refused, the mapping resumes with its key, data intact"
+# suspended: key wipe is allowed, resume then refuses, key set restores the mapping
+dmsetup suspend lbs-good
+dmsetup message lbs-good 0 key wipe || fail "key wipe refused while suspended"
+if dmsetup resume lbs-good 2>/dev/null; then fail "resume accepted with a wiped key"; fi
+dmsetup message lbs-good 0 key set "$k64" || fail "key set refused while suspended"
+dmsetup resume lbs-good || fail "resume after key set failed"
+[ "$(sha_of /dev/mapper/lbs-good $((len * 512)) 65536)" = "$want" ] || fail "the data differs after key wipe + key set"
+ok "suspended: key wipe, resume refused, key set, resume, data intact"
 dm_remove lbs-good
