@@ -16,6 +16,7 @@ struct TargetVersion {
   std::uint32_t minor = 0;
   std::uint32_t patch = 0;
 
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads a defaulted <=>
   auto operator<=>(const TargetVersion &) const = default;
 };
 

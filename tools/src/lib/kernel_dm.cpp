@@ -34,13 +34,16 @@ extern "C" void capture_dm_log(int level, const char * /*file*/, int /*line*/, i
   if ((level & kLogLevelMask) > kLogErrorLevel) {
     return;
   }
+  // libdevmapper's logging interface is a C printf-style callback.
   std::array<char, 512> buffer{};
-  va_list args;
+  va_list args;  // NOLINT(cppcoreguidelines-pro-type-vararg)
   va_start(args, format);
   // NOLINTNEXTLINE(clang-diagnostic-format-nonliteral, cppcoreguidelines-pro-type-vararg)
-  std::vsnprintf(buffer.data(), buffer.size(), format, args);
+  const int written = std::vsnprintf(buffer.data(), buffer.size(), format, args);
   va_end(args);
-  last_dm_error() = buffer.data();
+  if (written > 0) {
+    last_dm_error() = buffer.data();
+  }
 }
 
 struct TaskDeleter {

@@ -128,11 +128,12 @@ Result<SecretBuffer> make_plain_key(const KeyPlan &plan, const SecretBuffer &mat
   }
   SecretBuffer key(plan.key_bytes);
   std::size_t key_size = key.size();
-  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
-  const int r = crypt_volume_key_get(
-      cd.get(), CRYPT_ANY_SLOT, reinterpret_cast<char *>(key.data()), &key_size,
-      // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
-      reinterpret_cast<const char *>(material.data()), material.size());
+  // libcryptsetup speaks char; our buffers hold bytes.
+  auto *key_chars = reinterpret_cast<char *>(key.data());  // NOLINT(*-reinterpret-cast)
+  const auto *pass_chars =
+      reinterpret_cast<const char *>(material.data());  // NOLINT(*-reinterpret-cast)
+  const int r = crypt_volume_key_get(cd.get(), CRYPT_ANY_SLOT, key_chars, &key_size, pass_chars,
+                                     material.size());
   if (r < 0 || key_size != plan.key_bytes) {
     return make_error(
         Errc::key, fmt::format("cannot hash the passphrase with '{}' (unknown hash?)", *plan.hash));

@@ -183,9 +183,11 @@ Result<OpenResult> open_mapping(const std::string &name, const CryptTable &table
   if (env.kernel == nullptr) {
     return make_error(Errc::invalid_argument, "opening a mapping needs the running kernel");
   }
-  if (const auto existing = env.kernel->info(name); existing) {
+  const auto existing = env.kernel->info(name);
+  if (existing) {
     return make_error(Errc::refused, fmt::format("device {} already exists", name));
-  } else if (existing.error().code != Errc::not_found) {
+  }
+  if (existing.error().code != Errc::not_found) {
     return existing.error();
   }
   CreateRequest request;

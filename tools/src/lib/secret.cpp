@@ -18,10 +18,7 @@ void secure_wipe(void *data, std::size_t size) noexcept {
   }
 }
 
-SecretBuffer::SecretBuffer(std::size_t size) {
-  reserve(size);
-  size_ = size;
-}
+SecretBuffer::SecretBuffer(std::size_t size) : size_(size) { reserve(size); }
 
 SecretBuffer::SecretBuffer(const void *data, std::size_t size) : SecretBuffer(size) {
   if (size != 0) {
