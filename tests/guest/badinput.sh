@@ -48,7 +48,7 @@ bad "sector_size with trailing junk" "aes-xts-plain64 $k64 0 $dev 0 1 sector_siz
 refuses_einval "length not a multiple of sector_size 4096" \
 	dmsetup create lbs-bad --table "0 $((len - 1)) crypt_lbs aes-xts-plain64 $k64 0 $dev 0 1 sector_size:4096"
 refuses_einval "length not a multiple of sector_size $bnd" \
-	dmsetup create lbs-bad --table "0 $((len - 8)) crypt_lbs aes-xts-plain64 $k64 0 $dev 0 1 sector_size:$bnd"
+	dmsetup create lbs-bad --table "0 $((len - bnd / 1024)) crypt_lbs aes-xts-plain64 $k64 0 $dev 0 1 sector_size:$bnd"
 
 # key messages on an active mapping: refused; nothing lost
 dmsetup create lbs-good --table "0 $len crypt_lbs aes-xts-plain64 $k64 0 $dev 0 1 sector_size:$bnd"
