@@ -46,7 +46,7 @@ ciphers=(aes-xts-plain64 aes-xts-plain64be aes-cbc-essiv:sha256 aes-cbc-plain ae
 cryptd=1
 if ! dmsetup create lbs-probe --table "0 8 crypt capi:cryptd(xts(aes))-plain64 $key64 0 $dev 0" >/dev/null 2>&1; then
 	cryptd=0
-	printf 'LBS-SKIP compat: the asynchronous case capi:cryptd(xts(aes))-plain64: this kernel has no cryptd (CONFIG_CRYPTO_CRYPTD unset)\n'
+	printf 'LBS-SKIP compat: the asynchronous case: the stock target cannot load capi:cryptd(xts(aes))-plain64 on this kernel (Debian arm64 kernels have no CONFIG_CRYPTO_CRYPTD)\n'
 fi
 dm_remove lbs-probe
 dmesg -c >/dev/null 2>&1 || true
