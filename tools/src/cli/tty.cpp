@@ -40,8 +40,8 @@ bool stdin_is_terminal() { return isatty(STDIN_FILENO) == 1; }
 
 TerminalReader terminal_reader(std::string prompt) {
   return [prompt = std::move(prompt)](std::size_t max_size) -> Result<SecretBuffer> {
-    std::fputs(prompt.c_str(), stderr);
-    std::fflush(stderr);
+    static_cast<void>(std::fputs(prompt.c_str(), stderr));
+    static_cast<void>(std::fflush(stderr));
     SecretBuffer line;
     {
       const EchoOff quiet;
@@ -54,7 +54,7 @@ TerminalReader terminal_reader(std::string prompt) {
       }
       secure_wipe(&c, 1);
     }
-    std::fputs("\n", stderr);
+    static_cast<void>(std::fputs("\n", stderr));
     return line;
   };
 }
