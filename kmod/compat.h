@@ -10,13 +10,17 @@
 #include <linux/compiler.h>
 #include <linux/crypto.h>
 #include <linux/minmax.h>
-#include <linux/version.h>
 
-/* Kernel versions this builds for: 6.1 and later. */
-#define LBS_KERNEL_AT_LEAST(a, b, c)	(LINUX_VERSION_CODE >= KERNEL_VERSION(a, b, c))
+/*
+ * Differences are detected by Kbuild in the headers built against, not by
+ * version number, so a distribution backport is handled like the release
+ * that introduced the change:
+ *   LBS_HAVE_LINUX_UNALIGNED_H      <linux/unaligned.h> exists (6.12)
+ *   LBS_COMPLETION_TAKES_DATA       crypto_completion_t takes the request's
+ *                                   data pointer (6.3)
+ */
 
-/* The unaligned access helpers moved to linux/ in 6.12. */
-#if LBS_KERNEL_AT_LEAST(6, 12, 0)
+#ifdef LBS_HAVE_LINUX_UNALIGNED_H
 #include <linux/unaligned.h>
 #else
 #include <asm/unaligned.h>
@@ -45,7 +49,7 @@ static inline const char *lbs_max_sector_reason(void)
 #endif
 
 /* Crypto completion callbacks take the request's data pointer from 6.3. */
-#if LBS_KERNEL_AT_LEAST(6, 3, 0)
+#ifdef LBS_COMPLETION_TAKES_DATA
 #define LBS_ASYNC_ARG void *
 static inline void *lbs_async_data(void *data)
 {

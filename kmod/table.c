@@ -251,9 +251,12 @@ static int lbs_alloc_tfms(struct dm_target *ti, struct lbs_config *cc,
 
 		tfm = crypto_alloc_skcipher(api, 0, CRYPTO_ALG_ALLOCATES_MEMORY);
 		if (IS_ERR(tfm)) {
-			lbs_set_error(ti, "cipher %s: this kernel has no skcipher %s (%pe)",
-				      cc->cipher_string, api, tfm);
-			return PTR_ERR(tfm);
+			int r = PTR_ERR(tfm);
+
+			lbs_set_error(ti, "cipher %s: this kernel has no skcipher %s",
+				      cc->cipher_string, api);
+			/* an unknown algorithm is bad input, like any other */
+			return r == -ENOENT ? -EINVAL : r;
 		}
 		cc->tfms[i] = tfm;
 	}
