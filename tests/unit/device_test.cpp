@@ -51,7 +51,7 @@ TEST_CASE("a missing device is a device error naming the path", "[device]") {
 }
 
 TEST_CASE("LUKS headers are found by libcryptsetup, zeros are not LUKS", "[device]") {
-  const TempImage image(16 * 1024 * 1024);
+  const TempImage image(16ULL * 1024 * 1024);
   const auto devices = lbscrypt::make_system_block_devices();
   const auto before = devices->has_luks_header(image.path());
   REQUIRE(before.ok());

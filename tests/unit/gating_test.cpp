@@ -31,10 +31,10 @@ CryptTable table_with(const char *sector_size, std::uint64_t length = 131072) {
 
 TEST_CASE("the largest sector size: version x page size x type", "[gating]") {
   struct Row {
-    TargetVersion version;
-    std::uint32_t page;
-    MappingType type;
-    std::uint32_t expected;
+    TargetVersion version{};
+    std::uint32_t page = 0;
+    MappingType type = MappingType::plain;
+    std::uint32_t expected = 0;
   };
   const Row rows[] = {
       {kStock, 4096, MappingType::plain, 4096},
@@ -60,13 +60,13 @@ TEST_CASE("the largest sector size: version x page size x type", "[gating]") {
 
 TEST_CASE("check_sector_size: a decision table with reasons", "[gating]") {
   struct Row {
-    std::uint64_t size;
-    TargetVersion version;
-    std::uint32_t page;
-    MappingType type;
-    bool ok;
-    Errc code;
-    const char *reason;
+    std::uint64_t size = 0;
+    TargetVersion version{};
+    std::uint32_t page = 0;
+    MappingType type = MappingType::plain;
+    bool ok = false;
+    Errc code = Errc::refused;
+    const char *reason = "";
   };
   const Row rows[] = {
       {512, kStock, 4096, MappingType::plain, true, Errc::refused, ""},
