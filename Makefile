@@ -61,6 +61,7 @@ lint-shell:
 	@echo "shellcheck: clean ($(words $(SHELL_SCRIPTS)) scripts)"
 
 # Cheap and host-only first, then the module builds, then the guests.
+check: TOOLS_TIDY_DIRS := tools/src
 check: deps lint-shell tools-test tools-asan tools-lint kmod-lint kmod rig-test matrix-check guest-test
 
 clean:
