@@ -49,7 +49,7 @@ cryptd=1
 modprobe -q cryptd 2>/dev/null || true
 if ! dmsetup create lbs-probe --table "0 8 crypt $async_spec $key64 0 $dev 0" >/dev/null 2>&1; then
 	cryptd=0
-	printf 'LBS-SKIP compat: the asynchronous case: the stock target cannot load %s on this kernel (no CONFIG_CRYPTO_CRYPTD: Debian arm64 kernels and the 64K rig kernel)\n' "$async_spec"
+	printf 'LBS-SKIP compat: the asynchronous case: the stock target cannot load %s on this kernel (no CONFIG_CRYPTO_CRYPTD, as in the Debian arm64 kernels)\n' "$async_spec"
 fi
 dm_remove lbs-probe
 dmesg -c >/dev/null 2>&1 || true
