@@ -3,7 +3,6 @@
 #   make deps      install what the build machine lacks (apt-get; once)
 #   make matrix    the sector_size acceptance matrix on every rig kernel
 #   make check     everything CI runs: host tests, module builds, matrix, guest tests
-#   make bench     benchmarks (not part of check)
 #   make kmod      build dm-crypt-lbs.ko for every rig kernel
 #   make tools-test  the host unit tests alone
 #
