@@ -66,7 +66,7 @@ def table(results):
 
 def check(results, expected):
     """Compare every cell with the rules in the expectation file; print each
-    difference and return the number of differences."""
+    difference and return (cells checked, cells that differ)."""
     rules = []
     for line in Path(expected).read_text().splitlines():
         line = line.split("#", 1)[0].strip()
@@ -74,7 +74,7 @@ def check(results, expected):
             rules.append(line.split())
     records = json.loads(Path(results).read_text())
     seen = set()
-    bad = 0
+    bad = set()
 
     def expect(rec):
         for target, page, arg, outcome, recorded, lbs, version, err in rules:
@@ -84,11 +84,12 @@ def check(results, expected):
 
     for rec in records:
         where = f"{rec['kernel']} {rec['target']} sector_size:{rec['sector_size']}"
-        seen.add((rec["kernel"], rec["target"], rec["sector_size"]))
+        cell = (rec["kernel"], rec["target"], rec["sector_size"])
+        seen.add(cell)
         exp = expect(rec)
         if exp is None:
             print(f"MISMATCH {where}: no expectation for this cell")
-            bad += 1
+            bad.add(cell)
             continue
         outcome, recorded, lbs, version, err = exp
         observed = (rec["outcome"], str(rec["recorded"]) if rec["recorded"] is not None else "-",
@@ -97,21 +98,21 @@ def check(results, expected):
             print(f"MISMATCH {where}: expected outcome={outcome} recorded={recorded} "
                   f"logical_block_size={lbs}, observed outcome={observed[0]} recorded={observed[1]} "
                   f"logical_block_size={observed[2]}")
-            bad += 1
+            bad.add(cell)
         if version != "*" and rec["target_version"] != version:
             print(f"MISMATCH {where}: expected target version {version}, observed {rec['target_version']}")
-            bad += 1
+            bad.add(cell)
         if err == "names-arg" and (rec["error"] is None or rec["sector_size"] not in rec["error"]):
             print(f"MISMATCH {where}: the ti->error must name the value {rec['sector_size']!r}, "
                   f"observed {rec['error']!r}")
-            bad += 1
+            bad.add(cell)
     # Every kernel and target that ran must have every argument.
     for kernel, target in {(k, t) for k, t, _ in seen}:
         for arg in ARGS:
             if (kernel, target, arg) not in seen:
                 print(f"MISMATCH {kernel} {target} sector_size:{arg}: no result")
-                bad += 1
-    return bad
+                bad.add((kernel, target, arg))
+    return len(seen | bad), len(bad)
 
 
 def main(argv):
@@ -120,9 +121,8 @@ def main(argv):
     elif len(argv) == 3 and argv[1] == "table":
         table(argv[2])
     elif len(argv) == 4 and argv[1] == "check":
-        bad = check(argv[2], argv[3])
-        records = json.loads(Path(argv[2]).read_text())
-        print(f"matrix check: {len(records) - bad} passed, {bad} failed")
+        cells, bad = check(argv[2], argv[3])
+        print(f"matrix check: {cells - bad} passed, {bad} failed")
         return 1 if bad else 0
     else:
         print("usage: matrix.py assemble RAWDIR OUT | table RESULTS | check RESULTS EXPECTED",
