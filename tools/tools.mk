@@ -10,7 +10,9 @@
 TOOLS_SRC_DIR := tools
 TOOLS_BUILD_DIR := build/tools
 TOOLS_JOBS ?= 2
-TOOLS_CMAKE_FLAGS ?=
+# ccache (CCACHE_DIR under the rig's cache, set by the top-level Makefile) makes a
+# clean checkout's builds cheap on a machine that built them before.
+TOOLS_CMAKE_FLAGS ?= $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 TOOLS_SOURCES = $(shell find tools/include tools/src tests/unit -name '*.hpp' -o -name '*.cpp')
 # `make check` tidies the library and CLI (TOOLS_TIDY_DIRS=tools/src): the tests,
 # each pulling in Catch2's single header, cost half a minute apiece.
@@ -27,7 +29,7 @@ tools-test: tools
 	@ctest --test-dir $(TOOLS_BUILD_DIR)/host --output-on-failure -j $(TOOLS_JOBS)
 
 tools-asan:
-	@cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/asan -DCMAKE_BUILD_TYPE=Debug -DLBSCRYPT_SANITIZE=ON >/dev/null
+	@cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/asan -DCMAKE_BUILD_TYPE=Debug -DLBSCRYPT_SANITIZE=ON $(TOOLS_CMAKE_FLAGS) >/dev/null
 	@cmake --build $(TOOLS_BUILD_DIR)/asan -j $(TOOLS_JOBS)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --test-dir $(TOOLS_BUILD_DIR)/asan --output-on-failure -j $(TOOLS_JOBS)
@@ -42,5 +44,5 @@ tools-arm64:
 	@sysroot=$$(tools/cmake/arm64-sysroot.sh tools/arm64-sysroot.txt) && \
 	cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/arm64 -DCMAKE_BUILD_TYPE=Release \
 		-DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/tools/cmake/aarch64-linux-gnu.cmake \
-		-DLBSCRYPT_SYSROOT=$$sysroot -DLBSCRYPT_TESTS=OFF >/dev/null
+		-DLBSCRYPT_SYSROOT=$$sysroot -DLBSCRYPT_TESTS=OFF $(TOOLS_CMAKE_FLAGS) >/dev/null
 	@cmake --build $(TOOLS_BUILD_DIR)/arm64 -j $(TOOLS_JOBS) --target lbscrypt

@@ -4,7 +4,7 @@
 LBS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LBS_CACHE=${LBSCRYPT_CACHE:-$HOME/.cache/lbscrypt}
 LBS_BUILD=${LBS_BUILD:-$LBS_TOP/build}
-LBS_KERNELS_CONF=$LBS_TOP/qemu/kernels.conf
+LBS_KERNELS_CONF=${LBS_KERNELS_CONF:-$LBS_TOP/qemu/kernels.conf}
 
 fail() {
 	printf '%s: error: %s\n' "${0##*/}" "$*" >&2
@@ -41,51 +41,6 @@ cache_key() {
 	done | sha256sum | cut -c1-12
 }
 
-# deb_paths ARCH SPEC...: print the cached .deb of each SPEC (name[:arch]=version;
-# unqualified names are ARCH's or arch:all), downloading the missing ones in one go.
-deb_paths() {
-	local arch=$1 spec debs=$LBS_CACHE/debs
-	local -a missing=()
-	shift
-	mkdir -p "$debs"
-	for spec in "$@"; do
-		deb_cached "$arch" "$spec" >/dev/null || missing+=("$spec")
-	done
-	if [ "${#missing[@]}" -gt 0 ]; then
-		log "downloading ${#missing[@]} Debian packages"
-		(cd "$debs" && apt-get download -q -o APT::Sandbox::User=root \
-			-o APT::Architecture="$arch" "${missing[@]}" >/dev/null) ||
-			fail "apt-get download of ${missing[*]} failed (run 'make deps': apt-get update, arm64 multiarch)"
-	fi
-	for spec in "$@"; do
-		deb_cached "$arch" "$spec" || fail "apt-get download of $spec left no .deb in $debs"
-	done
-}
-
-# deb_cached ARCH SPEC: the cached .deb of SPEC, if there is one.
-deb_cached() {
-	local name=${2%%=*} version=${2#*=} want=$1 a file
-	case $name in *:*) want=${name#*:} name=${name%%:*} ;; esac
-	for a in "$want" all; do
-		file=$LBS_CACHE/debs/${name}_${version//:/%3a}_$a.deb
-		[ -f "$file" ] && { printf '%s\n' "$file"; return 0; }
-	done
-	return 1
-}
-
-# fetch_debs ARCH DIR SPEC...: unpack the packages SPEC... of ARCH into DIR.
-fetch_debs() {
-	local arch=$1 dir=$2 deb
-	local -a files
-	shift 2
-	mkdir -p "$dir"
-	mapfile -t files < <(deb_paths "$arch" "$@")
-	[ "${#files[@]}" -eq $# ] || fail "could not fetch all of: $*"
-	for deb in "${files[@]}"; do
-		dpkg-deb -x "$deb" "$dir"
-	done
-}
-
 # cache_lock PATH: hold an exclusive lock on PATH.lock until the script exits, so
 # that two runs (make check and a developer's qemu/run) never build one cache
 # entry at the same time. Callers check for the finished entry again after it.
@@ -107,9 +62,11 @@ qemu_system() {
 	esac
 }
 
-# The directory a kernel id is prepared in (see qemu/lib/kernel).
+# kernel_dir ID [RELEASE VERSION]: the directory kernel ID is prepared in (see
+# qemu/lib/kernel); by default for the pinned release and version of kernels.conf.
 kernel_dir() {
 	kernel_row "$1"
+	[ $# -lt 3 ] || { K_RELEASE=$2 K_VERSION=$3; }
 	local key
 	if [ "$K_KIND" = build ]; then
 		key=$(cache_key "$K_VERSION" "$LBS_TOP/qemu/configs/$K_ID.config")
@@ -118,3 +75,6 @@ kernel_dir() {
 	fi
 	printf '%s\n' "$LBS_CACHE/kernels/$K_ID-$key"
 }
+
+# shellcheck source=qemu/lib/debian.sh
+. "$LBS_TOP/qemu/lib/debian.sh"

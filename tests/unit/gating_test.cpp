@@ -100,8 +100,10 @@ TEST_CASE("check_sector_size: a decision table with reasons", "[gating]") {
   }
 }
 
-// DESIGN.md, "Stock behaviour, measured": `dmsetup create ... sector_size:<N>` on stock
-// v1.28.0 and on dm-crypt-lbs v1.30.0 with 64K pages.
+// `dmsetup create ... sector_size:<N>` as measured by `make matrix` on arm64-64k
+// (build/matrix/results.json; the rules in tests/expected/matrix.tsv): the in-tree
+// target v1.28.0 of 6.12 (its 16-bit parse records 69632 as 4096) and dm-crypt-lbs
+// v1.30.0 with 64K pages.
 TEST_CASE("predict matches the measured stock and lbscrypt behaviour", "[gating][predict]") {
   struct Row {
     const char *arg;

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Print the rig's private apt source list (deb822) made from the machine's own
+Debian 12 sources, in either format, without changing them:
+
+  /etc/apt/sources.list and sources.list.d/*.list  one-line entries
+  /etc/apt/sources.list.d/*.sources                deb822 stanzas
+
+Only the bookworm suites are kept (other suites, third-party repositories and
+disabled entries are left out). Each entry gets both `deb` and `deb-src`, so
+one private configuration serves the guests' binary packages, the build
+machine's kbuild tools and fio's source. The security suite is added on
+deb.debian.org when the machine has none: the pinned kernels live there.
+
+Usage: apt-sources.py [ETC_APT_DIR]   (default /etc/apt)
+"""
+
+import re
+import sys
+from pathlib import Path
+
+SUITE = re.compile(r"^bookworm(-updates|-security|-backports)?$")
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+def one_line(path):
+    """Entries of a one-line sources file: (uri, suite, components, signed_by)."""
+    for raw in path.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = line.split()
+        if words[0] not in ("deb", "deb-src"):
+            continue
+        words = words[1:]
+        options = {}
+        if words and words[0].startswith("["):
+            opts = []
+            while words:
+                word = words.pop(0)
+                opts.append(word)
+                if word.endswith("]"):
+                    break
+            for opt in " ".join(opts).strip("[] ").split():
+                key, _, value = opt.partition("=")
+                options[key.lower()] = value
+        if len(words) < 3:
+            continue
+        yield words[0], words[1], words[2:], options.get("signed-by")
+
+
+def deb822(path):
+    """Entries of a deb822 .sources file, one per (URI, suite)."""
+    for stanza in re.split(r"\n\s*\n", path.read_text()):
+        fields = {}
+        key = None
+        for raw in stanza.splitlines():
+            if raw.startswith("#"):
+                continue
+            if raw[:1] in (" ", "\t") and key:
+                fields[key] += "\n" + raw.strip()
+                continue
+            key, sep, value = raw.partition(":")
+            if not sep:
+                key = None
+                continue
+            key = key.strip().lower()
+            fields[key] = value.strip()
+        if "deb" not in fields.get("types", "").split():
+            continue
+        if fields.get("enabled", "yes").lower() == "no":
+            continue
+        signed_by = fields.get("signed-by")
+        if signed_by and "\n" in signed_by:
+            signed_by = None  # an inline key block; apt's trusted keys serve instead
+        for uri in fields.get("uris", "").split():
+            for suite in fields.get("suites", "").split():
+                yield uri, suite, fields.get("components", "").split(), signed_by
+
+
+def entries(etc):
+    found = []
+    files = [etc / "sources.list"] + sorted((etc / "sources.list.d").glob("*.list"))
+    for path in files:
+        if path.is_file():
+            found += one_line(path)
+    for path in sorted((etc / "sources.list.d").glob("*.sources")):
+        found += deb822(path)
+    return found
+
+
+def main(argv):
+    etc = Path(argv[1]) if len(argv) > 1 else Path("/etc/apt")
+    seen = set()
+    kept = []
+    for uri, suite, components, signed_by in entries(etc):
+        if not SUITE.match(suite) or "main" not in components:
+            continue
+        key = (uri.rstrip("/"), suite)
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append((uri, suite, signed_by))
+    suites = {suite for _, suite, _ in kept}
+    if "bookworm" not in suites:
+        print(f"apt-sources: no Debian 12 (bookworm) entry with 'main' in {etc}/sources.list "
+              f"or {etc}/sources.list.d/: the rig downloads Debian 12 packages", file=sys.stderr)
+        return 1
+    if "bookworm-security" not in suites:
+        kept.append(("http://deb.debian.org/debian-security", "bookworm-security", DEBIAN_KEYRING))
+    for uri, suite, signed_by in kept:
+        print("Types: deb deb-src")
+        print(f"URIs: {uri}")
+        print(f"Suites: {suite}")
+        print("Components: main")
+        if signed_by:
+            print(f"Signed-By: {signed_by}")
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
