@@ -31,3 +31,7 @@ set(_lbs_libdirs
 string(JOIN ":" _lbs_rpath_link ${_lbs_libdirs})
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-Wl,-rpath-link,${_lbs_rpath_link}")
 set(CMAKE_CXX_FLAGS_INIT "-isystem ${LBSCRYPT_SYSROOT}/usr/include")
+
+# The binary runs on arm64 machines, never from the build tree: no build RPATH
+# into the sysroot (lintian: custom-library-search-path in the arm64 package).
+set(CMAKE_SKIP_BUILD_RPATH ON)
