@@ -41,8 +41,8 @@ kmod: kernels
 		qemu/lib/build-kmod $$k >/dev/null || exit 1; \
 	done
 
-# The guests carry the tool (tools/tools.mk builds it for the host and arm64).
-GUEST_TOOLS := $(if $(wildcard tools/tools.mk),tools tools-arm64,)
+# The guests carry the tool, installed from its Debian package (packaging/deb.mk).
+GUEST_TOOLS := $(if $(wildcard packaging/deb.mk),deb,$(if $(wildcard tools/tools.mk),tools tools-arm64,))
 
 matrix: kmod
 	@qemu/matrix $(KERNELS)
@@ -66,6 +66,7 @@ SHELL_SCRIPTS := qemu/run qemu/matrix $(filter-out %.py,$(wildcard qemu/lib/*)) 
 lint-shell:
 	@shellcheck -x $(SHELL_SCRIPTS)
 	@echo "shellcheck: clean ($(words $(SHELL_SCRIPTS)) scripts)"
+	@tests/lint-docs
 
 # Every package a fresh machine downloads, into an empty cache: no warm cache hides
 # a download that fails (the archive drops pinned builds; apt setups differ).

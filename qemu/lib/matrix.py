@@ -36,32 +36,65 @@ def assemble(raw_dir, out):
     Path(out).write_text(json.dumps(records, indent=1) + "\n")
 
 
-def _cell(rec):
+# The table: kernels are columns, sector sizes rows, and one cell holds both
+# targets, "stock/lbscrypt", so five kernels fit in 100 columns.
+WIDTH = 100
+LEGEND = """cell: stock/lbscrypt. ok = loaded with that sector_size; N! = loaded, but the
+kernel recorded sector_size N, not the value written; EINVAL (or another error) =
+refused; - = not run (lbscrypt: the module was not built for that kernel)."""
+
+
+def _short(rec):
     if rec is None:
         return "-"
     if rec["outcome"] != "ok":
         return rec["outcome"]
-    cell = "ok"
     if str(rec["recorded"]) != rec["sector_size"]:
-        cell += f", {rec['recorded']} (!)"
-    return cell
+        return f"{rec['recorded']}!"
+    return "ok"
+
+
+def _cell(cells, kernel, arg):
+    return "/".join(_short(cells.get((kernel, t, arg))) for t in ("stock", "lbscrypt"))
 
 
 def table(results):
     records = json.loads(Path(results).read_text())
-    columns = []
+    if not records:
+        print(f"{results}: no records")
+        return
+    kernels = []
     for rec in records:
-        col = (rec["kernel"], rec["target"])
-        if col not in columns:
-            columns.append(col)
+        if rec["kernel"] not in kernels:
+            kernels.append(rec["kernel"])
     cells = {(r["kernel"], r["target"], r["sector_size"]): r for r in records}
-    width = max(14, *(len(f"{k} {t}") + 2 for k, t in columns))
-    print("sector_size:".rjust(12) + "".join(f"{k}".rjust(width) for k, _ in columns))
-    print(" " * 12 + "".join(f"{t} v{cells.get((k, t, '512'), {}).get('target_version', '?')}".rjust(width)
-                             for k, t in columns))
-    args = [a for a in ARGS if any((k, t, a) in cells for k, t in columns)]
-    for arg in args:
-        print(arg.rjust(12) + "".join(_cell(cells.get((k, t, arg))).rjust(width) for k, t in columns))
+    first = {}
+    for rec in records:
+        first.setdefault((rec["kernel"], rec["target"]), rec)
+
+    # What each column is: the kernel actually booted and the targets' versions.
+    idw = max(len("kernel"), *(len(k) for k in kernels))
+    print(f"{'kernel':<{idw}}  {'page':>5}  {'release booted (uname -r)':<28}  target versions: stock / lbscrypt")
+    for k in kernels:
+        any_rec = first.get((k, "stock")) or first.get((k, "lbscrypt"))
+        versions = " / ".join(f"v{first[(k, t)]['target_version']}" if (k, t) in first else "-"
+                              for t in ("stock", "lbscrypt"))
+        print(f"{k:<{idw}}  {any_rec['page_size']:>5}  {any_rec['kernel_release']:<28}  {versions}")
+
+    args = [a for a in ARGS if any((k, t, a) in cells for k in kernels for t in ("stock", "lbscrypt"))]
+    label = "sector_size"
+    width = max(len(label), *(len(a) for a in args))
+    colw = max(len(k) for k in kernels)
+    colw = max(colw, *(len(_cell(cells, k, a)) for k in kernels for a in args)) + 2
+    per_row = max(1, (WIDTH - width) // colw)
+    for start in range(0, len(kernels), per_row):
+        group = kernels[start:start + per_row]
+        print()
+        print(label.rjust(width) + "".join(k.rjust(colw) for k in group))
+        for arg in args:
+            print(arg.rjust(width) + "".join(_cell(cells, k, arg).rjust(colw) for k in group))
+    print()
+    print(LEGEND)
 
 
 def check(results, expected):

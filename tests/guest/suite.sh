@@ -1,18 +1,102 @@
 #!/usr/bin/env bash
-# suite.sh TEST...: run several guest tests in one boot (boots cost ~30 s under
-# TCG; tests/run-guest-tests groups them). Each TEST is tests/guest/TEST.sh run in
-# its own bash; after each one a record the host runner reads:
-#   LBS-RESULT <test> PASS|FAIL <seconds> [exit status]
-# Exits non-zero when any test failed.
+# suite.sh TEST[:SECONDS]...: run several guest tests in one boot (boots cost ~30 s
+# under TCG; tests/run-guest-tests groups them). Each TEST is tests/guest/TEST.sh,
+# run in its own bash and its own session, under a time limit: its default below,
+# or SECONDS. Before and after each one, records the host runner reads:
+#   LBS-START <test> <limit>
+#   LBS-RESULT <test> PASS|FAIL <seconds> [exit <status> | timeout <limit>]
+# A test still running at its limit is killed with everything it started (TERM,
+# then KILL 10 s later), reported with a FAIL line naming it and its limit, and
+# counted as failed; the next test runs. Exits non-zero when any test failed.
+#
+# suite.sh --limits TEST[:SECONDS]...: print "TEST LIMIT" for each (the host
+# runner sums them into the boot's budget); runs nothing.
 set -euo pipefail
 here=$(dirname "$0")
+
+# default_limit TEST: seconds TEST may run before it is killed: about four times
+# the longest it is expected to take (on the slowest rig kernel, the build
+# machine loaded); on arm64-64k, idle, each test takes 5 to 25 s.
+default_limit() {
+	case $1 in
+	fio) echo 300 ;;                         # two jobs per sector size, twice
+	compat | badinput | tool) echo 180 ;;    # many cases, many process starts
+	*) echo 120 ;;
+	esac
+}
+
+# limit_of TEST[:SECONDS]: the limit of one argument, checked.
+limit_of() {
+	local t=${1%%:*} limit
+	limit=$(default_limit "$t")
+	[ "$1" = "$t" ] || limit=${1#*:}
+	case $limit in
+	'' | *[!0-9]*) echo "suite.sh: $1: the limit must be a number of seconds" >&2; return 2 ;;
+	esac
+	printf '%s\n' "$limit"
+}
+
+if [ "${1:-}" = --limits ]; then
+	shift
+	for spec in "$@"; do
+		limit=$(limit_of "$spec")
+		printf '%s %s\n' "${spec%%:*}" "$limit"
+	done
+	exit 0
+fi
+
+# run_limited LIMIT SCRIPT: run SCRIPT with bash in a session of its own (setsid
+# from util-linux; busybox's timeout would signal the script alone, leaving the
+# fio or dd it started running), wait at most LIMIT seconds, then kill the whole
+# session. Returns the script's status, or 124 with timed_out=1 when killed.
+run_limited() {
+	local limit=$1 script=$2 pid timer done_pid='' rc=0
+	timed_out=0
+	setsid bash "$script" &
+	pid=$!
+	sleep "$limit" &
+	timer=$!
+	wait -n -p done_pid "$pid" "$timer" || rc=$?
+	if [ "$done_pid" = "$pid" ]; then
+		kill "$timer" 2>/dev/null || true
+		wait "$timer" 2>/dev/null || true
+		return "$rc"
+	fi
+	timed_out=1
+	kill -TERM -- "-$pid" 2>/dev/null || true
+	sleep 10 &
+	timer=$!
+	wait -n -p done_pid "$pid" "$timer" || true
+	if [ "$done_pid" != "$pid" ]; then
+		kill -KILL -- "-$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	kill -KILL -- "-$pid" 2>/dev/null || true # what outlived the script
+	kill "$timer" 2>/dev/null || true
+	wait "$timer" 2>/dev/null || true
+	return 124
+}
+
 failed=0
-for t in "$@"; do
-	start=$(date +%s)
-	rc=0
-	bash "$here/$t.sh" || rc=$?
-	secs=$(($(date +%s) - start))
-	if [ "$rc" = 0 ]; then
+for spec in "$@"; do
+	t=${spec%%:*}
+	limit=$(limit_of "$spec")
+	printf 'LBS-START %s %s\n' "$t" "$limit"
+	start=$SECONDS
+	rc=0 timed_out=0
+	if [ -f "$here/$t.sh" ]; then
+		run_limited "$limit" "$here/$t.sh" || rc=$?
+	else
+		printf 'FAIL %s.sh: no such test in %s\n' "$t" "$here"
+		rc=127
+	fi
+	secs=$((SECONDS - start))
+	if [ "$timed_out" = 1 ]; then
+		printf 'FAIL %s.sh: still running after its limit of %ss: killed (limit: tests/guest/suite.sh, or %s:SECONDS)\n' \
+			"$t" "$limit" "$t"
+		printf 'LBS-RESULT %s FAIL %s timeout %s\n' "$t" "$secs" "$limit"
+		failed=1
+	elif [ "$rc" = 0 ]; then
 		printf 'LBS-RESULT %s PASS %s\n' "$t" "$secs"
 	else
 		printf 'LBS-RESULT %s FAIL %s exit %s\n' "$t" "$secs" "$rc"
