@@ -18,6 +18,10 @@ export LBS_BUILD := $(BUILD)
 # Downloads, kernels, rootfs images and the compiler cache live outside the checkout.
 export LBSCRYPT_CACHE ?= $(HOME)/.cache/lbscrypt
 export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
+# Paths relative to the checkout, so a fresh clone elsewhere hits the same entries
+# (debug info would otherwise hash the directory).
+export CCACHE_BASEDIR ?= $(TOP)
+export CCACHE_NOHASHDIR ?= 1
 
 .PHONY: all deps kernels kmod kmod-lint matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test

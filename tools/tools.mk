@@ -34,10 +34,11 @@ tools-asan:
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --test-dir $(TOOLS_BUILD_DIR)/asan --output-on-failure -j $(TOOLS_JOBS)
 
-# clang-tidy needs the compile database of the host build.
+# clang-tidy needs the compile database of the host build; tools/cmake/tidy.sh runs
+# two files at a time and remembers the files it found clean (in the rig's cache).
 tools-lint: tools
 	@clang-format --style=file:tools/.clang-format --dry-run -Werror $(TOOLS_SOURCES)
-	@clang-tidy --config-file=tools/.clang-tidy -p $(TOOLS_BUILD_DIR)/host --quiet $(TOOLS_TIDY_SOURCES)
+	@tools/cmake/tidy.sh $(TOOLS_BUILD_DIR)/host $(TOOLS_TIDY_SOURCES)
 	@echo "tools-lint: clean"
 
 tools-arm64:

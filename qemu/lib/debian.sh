@@ -47,6 +47,11 @@ apt_refresh() {
 	fi
 	(
 		flock 8
+		# another run may have refreshed them while this one waited
+		if [ -f "$stamp" ] && [ "${1:-}" != force ] &&
+			[ $(($(date +%s) - $(stat -c %Y "$stamp"))) -lt "$LBS_APT_MAX_AGE" ]; then
+			exit 0
+		fi
 		log "updating the rig's package lists (amd64, arm64, sources)"
 		if LBS_APT_ARCH=arm64 apt_private apt-get update >"$LBS_APT/update.log" 2>&1; then
 			touch "$stamp"
