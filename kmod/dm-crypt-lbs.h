@@ -12,7 +12,9 @@
 #include <linux/device-mapper.h>
 #include <linux/mempool.h>
 #include <linux/mutex.h>
+#include <linux/rbtree.h>
 #include <linux/scatterlist.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
 #include <crypto/skcipher.h>
@@ -50,6 +52,13 @@ enum lbs_state {
 };
 
 #define LBS_MIN_SECTOR_SIZE	((unsigned int)SECTOR_SIZE)
+
+/*
+ * The largest key a table or "key set" may give, in bytes: 64 keys of 256
+ * bytes, far above any cipher's key.  A larger one is refused before
+ * anything is allocated for it.
+ */
+#define LBS_MAX_KEY_SIZE	16384U
 
 /* Crypto requests and clone bios reserved per device. */
 #define LBS_MIN_IOS		64
@@ -103,11 +112,16 @@ struct lbs_config {
 
 	mempool_t req_pool;
 	mempool_t page_pool;
+	bool bounce_limited;	/* page_pool filled: the global bound applies */
 	struct bio_set bs;
 	struct mutex bounce_lock;	/* serialises reserve-draining writers */
 	struct workqueue_struct *io_wq;
 	struct workqueue_struct *crypt_wq;
+	spinlock_t write_lock;		/* protects write_tree */
+	struct rb_root write_tree;	/* encrypted writes, by sector */
+	struct task_struct *write_thread;
 
+	struct mutex key_lock;	/* key messages against suspend and resume */
 	char *key_string;	/* "<type>:<description>" of a keyring key */
 	unsigned int key_size;
 	u8 key[];
@@ -127,7 +141,7 @@ struct lbs_io {
 	blk_status_t error;
 	struct completion restart;	/* a backlogged request was queued */
 	struct work_struct work;	/* read submit, then crypt */
-	struct work_struct submit_work;	/* write submit after async crypt */
+	struct rb_node rb_node;		/* in write_tree, waiting to be submitted */
 };
 
 /* Lives after the skcipher_request in a req_pool element. */
@@ -159,7 +173,8 @@ static inline struct skcipher_request *lbs_req_scratch(struct lbs_config *cc,
 }
 
 /* target.c */
-void lbs_set_error(struct dm_target *ti, const char *fmt, ...) __printf(2, 3);
+int lbs_reject(struct dm_target *ti, char *error, const char *fmt, ...)
+	__printf(3, 4);
 
 /* table.c */
 int lbs_parse_u64(const char *s, u64 *val);

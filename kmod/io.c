@@ -13,11 +13,33 @@
  * IV generators and allocations may sleep; the asynchronous completion
  * callback never sleeps.  Memory comes from mempools and a bioset, so a
  * bio never fails for lack of memory.
+ *
+ * Forward progress under memory pressure.  Each context waits for memory
+ * that only other, independent contexts give back:
+ *  - io_wq only submits reads whose clone could not be allocated without
+ *    waiting; it waits in bio_alloc_clone() for a bio of the bioset, which
+ *    every clone returns when it completes on the backing device.
+ *  - crypt_wq converts bios.  A write waits for bounce pages (below), a
+ *    request waits for a req_pool element; both are returned by requests
+ *    and writes already submitted, which complete without this queue.
+ *  - The writer thread submits writes whose encryption completed
+ *    asynchronously, and nothing else: it never allocates, so it never
+ *    waits behind a read that waits for memory the writes hold.
+ * A write encrypted synchronously is submitted by the crypt worker that
+ * encrypted it.  All three queues have rescuers (WQ_MEM_RECLAIM) or are a
+ * thread of their own, so none waits for a worker to be created.
+ *
+ * Bounce pages are bounded across all devices (lbs_bounce_limit, 2% of RAM
+ * unless set): past the bound the page pool hands out only its reserve of
+ * one bio's pages, drained by one writer at a time.
  */
 
 #include <linux/blkdev.h>
 #include <linux/kernel.h>
+#include <linux/kthread.h>
 #include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/rbtree.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 
@@ -35,6 +57,109 @@ static void lbs_end_base(struct lbs_io *io)
 static void lbs_fail(struct lbs_io *io, blk_status_t status)
 {
 	WRITE_ONCE(io->error, status);
+}
+
+/*
+ * Bounce pages, counted across all devices.  Pages are counted from the
+ * moment a pool takes them from the page allocator until it gives them
+ * back, its reserve included, so at any time
+ *   lbs_bounce_pages <= lbs_bounce_limit + devices * LBS_BOUNCE_PAGES.
+ */
+static atomic_long_t lbs_bounce_pages = ATOMIC_LONG_INIT(0);
+static atomic_long_t lbs_bounce_peak = ATOMIC_LONG_INIT(0);
+static unsigned long lbs_bounce_limit;
+
+/* The default bound: 2% of RAM, at least four bios' worth. */
+static unsigned long lbs_bounce_default(void)
+{
+	return max_t(unsigned long, totalram_pages() / 50,
+		     4 * LBS_BOUNCE_PAGES);
+}
+
+static int lbs_bounce_limit_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned long pages;
+	int r;
+
+	r = kstrtoul(val, 10, &pages);
+	if (r)
+		return r;
+	WRITE_ONCE(lbs_bounce_limit, pages ? pages : lbs_bounce_default());
+	return 0;
+}
+
+static int lbs_bounce_limit_get(char *buf, const struct kernel_param *kp)
+{
+	return scnprintf(buf, PAGE_SIZE, "%lu\n", READ_ONCE(lbs_bounce_limit));
+}
+
+static const struct kernel_param_ops lbs_bounce_limit_ops = {
+	.set = lbs_bounce_limit_set,
+	.get = lbs_bounce_limit_get,
+};
+module_param_cb(max_bounce_pages, &lbs_bounce_limit_ops, NULL, 0644);
+MODULE_PARM_DESC(max_bounce_pages,
+		 "bound on the bounce pages of all devices together (0: 2% of RAM); past it each device writes from its own reserve of one bio");
+
+static int lbs_bounce_count_get(char *buf, const struct kernel_param *kp)
+{
+	return scnprintf(buf, PAGE_SIZE, "%ld\n",
+			 atomic_long_read((atomic_long_t *)kp->arg));
+}
+
+/* Writing anything starts a new peak from the pages held now. */
+static int lbs_bounce_peak_set(const char *val, const struct kernel_param *kp)
+{
+	atomic_long_set(&lbs_bounce_peak, atomic_long_read(&lbs_bounce_pages));
+	return 0;
+}
+
+static const struct kernel_param_ops lbs_bounce_count_ops = {
+	.get = lbs_bounce_count_get,
+};
+
+static const struct kernel_param_ops lbs_bounce_peak_ops = {
+	.set = lbs_bounce_peak_set,
+	.get = lbs_bounce_count_get,
+};
+module_param_cb(bounce_pages, &lbs_bounce_count_ops, &lbs_bounce_pages, 0444);
+MODULE_PARM_DESC(bounce_pages, "bounce pages all devices hold now");
+module_param_cb(bounce_pages_peak, &lbs_bounce_peak_ops, &lbs_bounce_peak,
+		0644);
+MODULE_PARM_DESC(bounce_pages_peak,
+		 "most bounce pages held at once (write to restart from now)");
+
+/*
+ * The page pool's allocator.  Once the pool is filled (bounce_limited),
+ * a page past the bound is refused, and mempool_alloc() falls back to the
+ * pool's reserve or waits for a page to come back.
+ */
+static void *lbs_page_alloc(gfp_t gfp, void *data)
+{
+	struct lbs_config *cc = data;
+	long held = atomic_long_inc_return(&lbs_bounce_pages);
+	long peak = atomic_long_read(&lbs_bounce_peak);
+	struct page *page;
+
+	if (READ_ONCE(cc->bounce_limited) &&
+	    held > (long)READ_ONCE(lbs_bounce_limit))
+		goto refuse;
+	page = alloc_page(gfp);
+	if (!page)
+		goto refuse;
+	while (held > peak &&
+	       !atomic_long_try_cmpxchg(&lbs_bounce_peak, &peak, held))
+		;
+	return page;
+refuse:
+	atomic_long_dec(&lbs_bounce_pages);
+	return NULL;
+}
+
+static void lbs_page_free(void *element, void *data)
+{
+	__free_page(element);
+	atomic_long_dec(&lbs_bounce_pages);
 }
 
 /* Bounce pages of a write clone */
@@ -106,11 +231,70 @@ static void lbs_write_abort(struct lbs_io *io)
 	lbs_end_base(io);
 }
 
-static void lbs_write_submit_work(struct work_struct *work)
+/*
+ * Writes encrypted asynchronously wait in write_tree, by sector, for the
+ * writer thread.  Called from the crypto driver's completion context.
+ */
+static void lbs_queue_write(struct lbs_io *io)
 {
-	struct lbs_io *io = container_of(work, struct lbs_io, submit_work);
+	struct lbs_config *cc = io->cc;
+	sector_t sector = io->clone->bi_iter.bi_sector;
+	struct rb_node **link, *parent = NULL;
+	unsigned long flags;
 
-	submit_bio_noacct(io->clone);
+	spin_lock_irqsave(&cc->write_lock, flags);
+	link = &cc->write_tree.rb_node;
+	while (*link) {
+		parent = *link;
+		if (sector < rb_entry(parent, struct lbs_io,
+				      rb_node)->clone->bi_iter.bi_sector)
+			link = &parent->rb_left;
+		else
+			link = &parent->rb_right;
+	}
+	rb_link_node(&io->rb_node, parent, link);
+	rb_insert_color(&io->rb_node, &cc->write_tree);
+	spin_unlock_irqrestore(&cc->write_lock, flags);
+	wake_up_process(cc->write_thread);
+}
+
+/*
+ * The writer thread: takes every queued write at once and submits them in
+ * sector order under a plug, so the backing device sees them merged and in
+ * order however the crypto driver reordered them.
+ */
+static int lbs_write_thread(void *data)
+{
+	struct lbs_config *cc = data;
+	struct blk_plug plug;
+	struct rb_root tree;
+	struct rb_node *node;
+
+	for (;;) {
+		set_current_state(TASK_IDLE);
+		spin_lock_irq(&cc->write_lock);
+		tree = cc->write_tree;
+		cc->write_tree = RB_ROOT;
+		spin_unlock_irq(&cc->write_lock);
+
+		if (RB_EMPTY_ROOT(&tree)) {
+			if (kthread_should_stop())
+				break;
+			schedule();
+			continue;
+		}
+		__set_current_state(TASK_RUNNING);
+		blk_start_plug(&plug);
+		/* a write may complete, freeing its io, as soon as it is submitted */
+		while ((node = rb_first(&tree))) {
+			rb_erase(node, &tree);
+			submit_bio_noacct(rb_entry(node, struct lbs_io,
+						   rb_node)->clone);
+		}
+		blk_finish_plug(&plug);
+	}
+	__set_current_state(TASK_RUNNING);
+	return 0;
 }
 
 /* Drop one reference; the last one finishes the bio. */
@@ -126,8 +310,8 @@ static void lbs_convert_put(struct lbs_io *io, bool in_worker)
 	} else if (in_worker) {
 		submit_bio_noacct(io->clone);
 	} else {
-		/* from the crypto driver's context: submit from process context */
-		queue_work(io->cc->io_wq, &io->submit_work);
+		/* from the crypto driver's context: the writer thread submits */
+		lbs_queue_write(io);
 	}
 }
 
@@ -334,6 +518,12 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	if (bio_data_dir(bio) == WRITE && bio_sectors(bio) > LBS_BOUNCE_SECTORS)
 		dm_accept_partial_bio(bio, LBS_BOUNCE_SECTORS);
 
+	/* a key wiped between preresume and resume: never use the random key */
+	if (unlikely(!test_bit(LBS_KEY_VALID, &cc->state))) {
+		DMERR_LIMIT("I/O refused: the key was wiped; \"key set\" it while suspended");
+		return DM_MAPIO_KILL;
+	}
+
 	offset = dm_target_offset(ti, bio->bi_iter.bi_sector);
 	if (unlikely((offset & ((cc->sector_size >> SECTOR_SHIFT) - 1)) ||
 		     (bio->bi_iter.bi_size & (cc->sector_size - 1))))
@@ -346,7 +536,6 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	io->sector = offset;
 	io->error = BLK_STS_OK;
 	init_completion(&io->restart);
-	INIT_WORK(&io->submit_work, lbs_write_submit_work);
 
 	if (bio_data_dir(bio) == READ) {
 		if (!lbs_read_submit(io, GFP_NOWAIT | __GFP_NOWARN)) {
@@ -391,9 +580,13 @@ int lbs_io_init(struct dm_target *ti, struct lbs_config *cc)
 	r = mempool_init_kmalloc_pool(&cc->req_pool, LBS_MIN_IOS, cc->req_size);
 	if (r)
 		goto nomem;
-	r = mempool_init_page_pool(&cc->page_pool, LBS_BOUNCE_PAGES, 0);
+	if (!READ_ONCE(lbs_bounce_limit))
+		WRITE_ONCE(lbs_bounce_limit, lbs_bounce_default());
+	r = mempool_init(&cc->page_pool, LBS_BOUNCE_PAGES, lbs_page_alloc,
+			 lbs_page_free, cc);
 	if (r)
 		goto nomem;
+	WRITE_ONCE(cc->bounce_limited, true);
 	r = bioset_init(&cc->bs, LBS_MIN_IOS, 0, BIOSET_NEED_BVECS);
 	if (r)
 		goto nomem;
@@ -413,15 +606,28 @@ int lbs_io_init(struct dm_target *ti, struct lbs_config *cc)
 		r = -ENOMEM;
 		goto nomem;
 	}
+
+	spin_lock_init(&cc->write_lock);
+	cc->write_tree = RB_ROOT;
+	cc->write_thread = kthread_run(lbs_write_thread, cc, "kcryptd_lbs_w/%s",
+				       dev);
+	if (IS_ERR(cc->write_thread)) {
+		r = PTR_ERR(cc->write_thread);
+		cc->write_thread = NULL;
+		goto nomem;
+	}
 	return 0;
 nomem:
-	lbs_set_error(ti, "out of memory for the I/O pools and workqueues");
+	ti->error = "Cannot allocate the I/O pools, workqueues and writer thread";
 	return r;
 }
 
 /* Safe on a half-initialised (zeroed) config. */
 void lbs_io_exit(struct lbs_config *cc)
 {
+	/* no I/O is in flight: the write tree is empty */
+	if (cc->write_thread)
+		kthread_stop(cc->write_thread);
 	if (cc->crypt_wq)
 		destroy_workqueue(cc->crypt_wq);
 	if (cc->io_wq)

@@ -53,11 +53,10 @@ static int lbs_iv_benbi_ctr(struct lbs_config *cc, struct dm_target *ti,
 {
 	unsigned int bs = crypto_skcipher_blocksize(cc->tfms[0]);
 
-	if (!is_power_of_2(bs) || bs > LBS_MIN_SECTOR_SIZE) {
-		lbs_set_error(ti, "benbi: cipher block size %u is not a power of two up to 512",
-			      bs);
-		return -EINVAL;
-	}
+	if (!is_power_of_2(bs) || bs > LBS_MIN_SECTOR_SIZE)
+		return lbs_reject(ti, "benbi: cipher block size unusable",
+				  "benbi: cipher block size %u is not a power of two up to 512",
+				  bs);
 	cc->benbi_shift = SECTOR_SHIFT - ilog2(bs);
 	return 0;
 }
@@ -81,11 +80,10 @@ static int lbs_iv_eboiv_ctr(struct lbs_config *cc, struct dm_target *ti,
 {
 	unsigned int bs = crypto_skcipher_blocksize(cc->tfms[0]);
 
-	if (bs != cc->iv_size) {
-		lbs_set_error(ti, "eboiv: cipher block size %u differs from its IV size %u",
-			      bs, cc->iv_size);
-		return -EINVAL;
-	}
+	if (bs != cc->iv_size)
+		return lbs_reject(ti, "eboiv: cipher block size differs from its IV size",
+				  "eboiv: cipher block size %u differs from its IV size %u",
+				  bs, cc->iv_size);
 	return 0;
 }
 
@@ -160,14 +158,12 @@ int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
 		}
 	}
 	for (i = 0; i < ARRAY_SIZE(lbs_iv_unsupported); i++) {
-		if (!strcmp(ivmode, lbs_iv_unsupported[i])) {
-			lbs_set_error(ti, "IV mode %s is not supported by this target",
-				      ivmode);
-			return -EINVAL;
-		}
+		if (!strcmp(ivmode, lbs_iv_unsupported[i]))
+			return lbs_reject(ti, "IV mode refused by this target",
+					  "IV mode %s is not supported by this target",
+					  ivmode);
 	}
-	lbs_set_error(ti,
-		      "unknown IV mode \"%s\" (plain, plain64, plain64be, essiv:<hash>, benbi, null, eboiv)",
-		      ivmode);
-	return -EINVAL;
+	return lbs_reject(ti, "Unknown IV mode",
+			  "unknown IV mode \"%s\" (plain, plain64, plain64be, essiv:<hash>, benbi, null, eboiv)",
+			  ivmode);
 }

@@ -54,35 +54,27 @@ static int lbs_parse_sector_size(struct dm_target *ti, struct lbs_config *cc,
 	int r;
 
 	r = lbs_parse_u64(arg, &val);
-	if (r == -ERANGE || (!r && val > bound)) {
-		lbs_set_error(ti, "sector_size %s exceeds %u, the largest this kernel allows (%s)",
-			      arg, bound, LBS_MAX_SECTOR_REASON);
-		return -EINVAL;
-	}
-	if (r) {
-		lbs_set_error(ti,
-			      "sector_size \"%s\" is not an unsigned decimal number (allowed: powers of two from %u to %u)",
-			      arg, LBS_MIN_SECTOR_SIZE, bound);
-		return -EINVAL;
-	}
-	if (val < LBS_MIN_SECTOR_SIZE) {
-		lbs_set_error(ti, "sector_size %llu is below %u, the smallest allowed",
-			      val, LBS_MIN_SECTOR_SIZE);
-		return -EINVAL;
-	}
-	if (!is_power_of_2(val)) {
-		lbs_set_error(ti,
-			      "sector_size %llu is not a power of two (allowed: powers of two from %u to %u)",
-			      val, LBS_MIN_SECTOR_SIZE, bound);
-		return -EINVAL;
-	}
-	if (ti->len & ((val >> SECTOR_SHIFT) - 1)) {
-		lbs_set_error(ti,
-			      "device length %llu sectors is not a multiple of sector_size %llu (%llu sectors)",
-			      (unsigned long long)ti->len, val,
-			      val >> SECTOR_SHIFT);
-		return -EINVAL;
-	}
+	if (r == -ERANGE || (!r && val > bound))
+		return lbs_reject(ti, "sector_size above the largest this kernel allows",
+				  "sector_size %s exceeds %u, the largest this kernel allows (%s)",
+				  arg, bound, LBS_MAX_SECTOR_REASON);
+	if (r)
+		return lbs_reject(ti, "sector_size is not an unsigned decimal number",
+				  "sector_size \"%s\" is not an unsigned decimal number (allowed: powers of two from %u to %u)",
+				  arg, LBS_MIN_SECTOR_SIZE, bound);
+	if (val < LBS_MIN_SECTOR_SIZE)
+		return lbs_reject(ti, "sector_size below 512",
+				  "sector_size %s is below %u, the smallest allowed",
+				  arg, LBS_MIN_SECTOR_SIZE);
+	if (!is_power_of_2(val))
+		return lbs_reject(ti, "sector_size not a power of two",
+				  "sector_size %s is not a power of two (allowed: powers of two from %u to %u)",
+				  arg, LBS_MIN_SECTOR_SIZE, bound);
+	if (ti->len & ((val >> SECTOR_SHIFT) - 1))
+		return lbs_reject(ti, "Target length is not a multiple of sector_size",
+				  "device length %llu sectors is not a multiple of sector_size %s (%llu sectors)",
+				  (unsigned long long)ti->len, arg,
+				  val >> SECTOR_SHIFT);
 	cc->sector_size = val;
 	cc->sector_shift = ilog2(val) - SECTOR_SHIFT;
 	if (val != LBS_MIN_SECTOR_SIZE)
@@ -113,15 +105,13 @@ static int lbs_parse_option(struct dm_target *ti, struct lbs_config *cc,
 		size_t len = strlen(lbs_unsupported_opts[i]);
 
 		if (!strncasecmp(opt, lbs_unsupported_opts[i], len) &&
-		    opt[len] == ':') {
-			lbs_set_error(ti,
-				      "optional parameter %s: integrity/AEAD is not supported by this target",
-				      opt);
-			return -EINVAL;
-		}
+		    opt[len] == ':')
+			return lbs_reject(ti, "Integrity and AEAD are refused by this target",
+					  "optional parameter \"%s\": integrity/AEAD is not supported by this target",
+					  opt);
 	}
-	lbs_set_error(ti, "unknown optional parameter \"%s\"", opt);
-	return -EINVAL;
+	return lbs_reject(ti, "Unknown optional parameter",
+			  "unknown optional parameter \"%s\"", opt);
 }
 
 int lbs_parse_options(struct dm_target *ti, struct lbs_config *cc,
@@ -137,11 +127,10 @@ int lbs_parse_options(struct dm_target *ti, struct lbs_config *cc,
 	r = dm_read_arg_group(&count_arg, &as, &n, &ti->error);
 	if (r)
 		return r;
-	if (as.argc != n) {
-		lbs_set_error(ti, "%u optional parameters declared but %u given",
-			      n, n + as.argc);
-		return -EINVAL;
-	}
+	if (as.argc != n)
+		return lbs_reject(ti, "Optional parameter count does not match the parameters",
+				  "%u optional parameters declared but %u given",
+				  n, n + as.argc);
 	while (n--) {
 		r = lbs_parse_option(ti, cc, dm_shift_arg(&as));
 		if (r)
@@ -157,11 +146,10 @@ static int lbs_parse_legacy(struct dm_target *ti, struct lbs_config *cc,
 	char *cipher, *keycount, *chainmode, *rest = spec;
 	int n;
 
-	if (strchr(spec, '(')) {
-		lbs_set_error(ti, "cipher %s: a crypto API name needs the capi: prefix",
-			      cc->cipher_string);
-		return -EINVAL;
-	}
+	if (strchr(spec, '('))
+		return lbs_reject(ti, "Crypto API name without capi: prefix",
+				  "cipher %s: a crypto API name needs the capi: prefix",
+				  cc->cipher_string);
 	keycount = strsep(&rest, "-");
 	cipher = strsep(&keycount, ":");
 	cc->tfms_count = 1;
@@ -169,12 +157,10 @@ static int lbs_parse_legacy(struct dm_target *ti, struct lbs_config *cc,
 		u64 val;
 
 		if (lbs_parse_u64(keycount, &val) || !val || val > 64 ||
-		    !is_power_of_2(val)) {
-			lbs_set_error(ti,
-				      "cipher %s: key count %s is not a power of two from 1 to 64",
-				      cc->cipher_string, keycount);
-			return -EINVAL;
-		}
+		    !is_power_of_2(val))
+			return lbs_reject(ti, "Key count is not a power of two from 1 to 64",
+					  "cipher %s: key count %s is not a power of two from 1 to 64",
+					  cc->cipher_string, keycount);
 		cc->tfms_count = val;
 	}
 	chainmode = strsep(&rest, "-");
@@ -186,21 +172,19 @@ static int lbs_parse_legacy(struct dm_target *ti, struct lbs_config *cc,
 		chainmode = "cbc";
 		*ivmode = "plain";
 	}
-	if (strcmp(chainmode, "ecb") && !*ivmode) {
-		lbs_set_error(ti, "cipher %s: chaining mode %s needs an IV mode",
-			      cc->cipher_string, chainmode);
-		return -EINVAL;
-	}
+	if (strcmp(chainmode, "ecb") && !*ivmode)
+		return lbs_reject(ti, "Cipher needs an IV mode",
+				  "cipher %s: chaining mode %s needs an IV mode",
+				  cc->cipher_string, chainmode);
 	if (*ivmode && !strcmp(*ivmode, "essiv"))
 		n = snprintf(api, CRYPTO_MAX_ALG_NAME, "essiv(%s(%s),%s)",
 			     chainmode, cipher, *ivopts ? *ivopts : "");
 	else
 		n = snprintf(api, CRYPTO_MAX_ALG_NAME, "%s(%s)", chainmode,
 			     cipher);
-	if (n >= CRYPTO_MAX_ALG_NAME) {
-		lbs_set_error(ti, "cipher %s: name too long", cc->cipher_string);
-		return -EINVAL;
-	}
+	if (n >= CRYPTO_MAX_ALG_NAME)
+		return lbs_reject(ti, "Cipher specification too long",
+				  "cipher %s: name too long", cc->cipher_string);
 	return 0;
 }
 
@@ -217,21 +201,18 @@ static int lbs_parse_capi(struct dm_target *ti, struct lbs_config *cc,
 	*ivmode = strrchr(spec, '-');
 	if (*ivmode)
 		*(*ivmode)++ = '\0';
-	if (strstarts(spec, "authenc(")) {
-		lbs_set_error(ti,
-			      "cipher %s: AEAD/authenticated encryption is not supported by this target",
-			      cc->cipher_string);
-		return -EINVAL;
-	}
+	if (strstarts(spec, "authenc("))
+		return lbs_reject(ti, "Integrity and AEAD are refused by this target",
+				  "cipher %s: AEAD/authenticated encryption is not supported by this target",
+				  cc->cipher_string);
 	if (*ivmode && !strcmp(*ivmode, "essiv"))
 		n = snprintf(api, CRYPTO_MAX_ALG_NAME, "essiv(%s,%s)", spec,
 			     *ivopts ? *ivopts : "");
 	else
 		n = snprintf(api, CRYPTO_MAX_ALG_NAME, "%s", spec);
-	if (n >= CRYPTO_MAX_ALG_NAME) {
-		lbs_set_error(ti, "cipher %s: name too long", cc->cipher_string);
-		return -EINVAL;
-	}
+	if (n >= CRYPTO_MAX_ALG_NAME)
+		return lbs_reject(ti, "Cipher specification too long",
+				  "cipher %s: name too long", cc->cipher_string);
 	return 0;
 }
 
@@ -242,8 +223,7 @@ static int lbs_alloc_tfms(struct dm_target *ti, struct lbs_config *cc,
 
 	cc->tfms = kcalloc(cc->tfms_count, sizeof(*cc->tfms), GFP_KERNEL);
 	if (!cc->tfms) {
-		lbs_set_error(ti, "out of memory for %u cipher transforms",
-			      cc->tfms_count);
+		ti->error = "Cannot allocate the cipher transforms";
 		return -ENOMEM;
 	}
 	for (i = 0; i < cc->tfms_count; i++) {
@@ -253,8 +233,9 @@ static int lbs_alloc_tfms(struct dm_target *ti, struct lbs_config *cc,
 		if (IS_ERR(tfm)) {
 			int r = PTR_ERR(tfm);
 
-			lbs_set_error(ti, "cipher %s: this kernel has no skcipher %s",
-				      cc->cipher_string, api);
+			DMERR("cipher %s: this kernel has no skcipher %s (%d)",
+			      cc->cipher_string, api, r);
+			ti->error = "Cipher not available in this kernel";
 			/* an unknown algorithm is bad input, like any other */
 			return r == -ENOENT ? -EINVAL : r;
 		}
@@ -290,7 +271,7 @@ int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
 	spec = kstrdup(cipher_in, GFP_KERNEL);
 	api = kmalloc(CRYPTO_MAX_ALG_NAME, GFP_KERNEL);
 	if (!cc->cipher_string || !spec || !api) {
-		lbs_set_error(ti, "out of memory for the cipher specification");
+		ti->error = "Cannot allocate the cipher specification";
 		r = -ENOMEM;
 		goto out;
 	}
@@ -306,15 +287,15 @@ int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
 	if (r)
 		goto out;
 	if (cc->iv_ops && !strcmp(cc->iv_ops->name, "essiv") && !ivopts) {
-		lbs_set_error(ti, "cipher %s: essiv needs a hash, as in essiv:sha256",
-			      cc->cipher_string);
-		r = -EINVAL;
+		r = lbs_reject(ti, "essiv needs a hash",
+			       "cipher %s: essiv needs a hash, as in essiv:sha256",
+			       cc->cipher_string);
 		goto out;
 	}
 	if (cc->key_size % cc->tfms_count) {
-		lbs_set_error(ti, "key of %u bytes cannot be split into %u equal keys",
-			      cc->key_size, cc->tfms_count);
-		r = -EINVAL;
+		r = lbs_reject(ti, "Key does not split into key-count equal keys",
+			       "key of %u bytes cannot be split into %u equal keys",
+			       cc->key_size, cc->tfms_count);
 		goto out;
 	}
 
@@ -323,6 +304,18 @@ int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
 		goto out;
 
 	cc->iv_size = crypto_skcipher_ivsize(cc->tfms[0]);
+	if (cc->iv_size && !cc->iv_ops) {
+		/*
+		 * Only a capi: name gets here.  dm-crypt loads it and hands the
+		 * cipher an IV buffer it never fills, so what it writes cannot
+		 * be read back reliably: refuse instead.
+		 */
+		r = lbs_reject(ti, "Cipher needs an IV mode",
+			       "cipher %s: %s takes a %u-byte IV; name an IV mode, as in %s-plain64",
+			       cc->cipher_string, api, cc->iv_size,
+			       cc->cipher_string);
+		goto out;
+	}
 	if (cc->iv_size) {
 		/* room for at least a 64-bit sector number, as dm-crypt */
 		cc->iv_size = max_t(unsigned int, cc->iv_size, sizeof(u64));
@@ -339,9 +332,9 @@ int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
 
 	r = lbs_set_key(cc, key);
 	if (r) {
-		lbs_set_error(ti,
-			      "key for %s: not accepted (%d): wrong length for the cipher, bad hex, or keyring key not found",
-			      cc->cipher_string, r);
+		DMERR("key for %s: not accepted (%d): %s", cc->cipher_string, r,
+		      "wrong length for the cipher, bad hex, or keyring key not found");
+		ti->error = "Key refused by the cipher or not found";
 		goto out;
 	}
 out:
@@ -375,29 +368,34 @@ static bool lbs_is_hex(const char *s)
 
 /*
  * Size in bytes of a key argument: hex digits (an even number), "-" for no
- * key, or ":<key_size>:<type>:<description>" for a keyring key.
+ * key, or ":<key_size>:<type>:<description>" for a keyring key.  -E2BIG
+ * for a key above LBS_MAX_KEY_SIZE, -EINVAL for anything else malformed.
  */
 int lbs_key_size(const char *key)
 {
 	const char *colon;
-	char num[12];
+	char num[24];
 	u64 val;
 	size_t len;
+	int r;
 
 	if (!strcmp(key, "-"))
 		return 0;
 	if (key[0] != ':') {
 		len = strlen(key);
-		if (!len || len % 2 || !lbs_is_hex(key) || len / 2 > INT_MAX)
+		if (!len || len % 2 || !lbs_is_hex(key))
 			return -EINVAL;
-		return len / 2;
+		return len / 2 > LBS_MAX_KEY_SIZE ? -E2BIG : len / 2;
 	}
 	colon = strchr(key + 1, ':');
 	if (!colon || colon - key - 1 >= sizeof(num))
 		return -EINVAL;
 	memcpy(num, key + 1, colon - key - 1);
 	num[colon - key - 1] = '\0';
-	if (lbs_parse_u64(num, &val) || !val || val > INT_MAX)
+	r = lbs_parse_u64(num, &val);
+	if (r == -ERANGE || (!r && val > LBS_MAX_KEY_SIZE))
+		return -E2BIG;
+	if (r || !val)
 		return -EINVAL;
 	return val;
 }

@@ -8,7 +8,6 @@
  *        [<#opt_params> <opt_params>]
  */
 
-#include <linux/atomic.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
 #include <linux/slab.h>
@@ -27,27 +26,22 @@ MODULE_PARM_DESC(target_name,
 		 "name the target registers as (default \"crypt\"; e.g. crypt_lbs beside the in-tree dm_crypt)");
 
 /*
- * ti->error must outlive the failed constructor, which frees its config, so
- * formatted messages go into a small static ring.  A slot is reused only
- * after LBS_ERR_SLOTS later failures; every slot stays NUL-terminated.
+ * Refuse a table.  ti->error outlives the constructor (which frees its
+ * config) and is logged by dm core, so only a static string goes there; the
+ * detail, with the value as written, is logged here, once.
  */
-#define LBS_ERR_SLOTS	16
-#define LBS_ERR_LEN	192
-static char lbs_err_ring[LBS_ERR_SLOTS][LBS_ERR_LEN];
-static atomic_t lbs_err_next = ATOMIC_INIT(0);
-
-void lbs_set_error(struct dm_target *ti, const char *fmt, ...)
+int lbs_reject(struct dm_target *ti, char *error, const char *fmt, ...)
 {
-	unsigned int slot = (unsigned int)atomic_inc_return(&lbs_err_next) %
-			    LBS_ERR_SLOTS;
-	char *buf = lbs_err_ring[slot];
+	struct va_format vaf;
 	va_list args;
 
 	va_start(args, fmt);
-	vsnprintf(buf, LBS_ERR_LEN - 1, fmt, args);
+	vaf.fmt = fmt;
+	vaf.va = &args;
+	DMERR("%pV", &vaf);
 	va_end(args);
-	DMERR("%s", buf);
-	ti->error = buf;
+	ti->error = error;
+	return -EINVAL;
 }
 
 static void lbs_dtr(struct dm_target *ti)
@@ -62,6 +56,7 @@ static void lbs_dtr(struct dm_target *ti)
 	if (cc->dev)
 		dm_put_device(ti, cc->dev);
 	kfree_sensitive(cc->key_string);
+	mutex_destroy(&cc->key_lock);
 	kfree_sensitive(cc);
 }
 
@@ -71,25 +66,27 @@ static int lbs_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	int key_size, r;
 	u64 val;
 
-	if (argc < 5) {
-		lbs_set_error(ti,
-			      "%u arguments; a crypt table needs <cipher> <key> <iv_offset> <device> <offset> [<#opt_params> <opt_params>]",
-			      argc);
-		return -EINVAL;
-	}
+	if (argc < 5)
+		return lbs_reject(ti, "Too few arguments for a crypt table",
+				  "%u arguments; a crypt table needs <cipher> <key> <iv_offset> <device> <offset> [<#opt_params> <opt_params>]",
+				  argc);
 	key_size = lbs_key_size(argv[1]);
+	if (key_size == -E2BIG)
+		return lbs_reject(ti, "Key larger than any cipher takes",
+				  "key of more than %u bytes; no cipher takes one",
+				  LBS_MAX_KEY_SIZE);
 	if (key_size < 0) {
-		lbs_set_error(ti,
-			      "key: not an even number of hex digits, \"-\", or :<key_size>:<logon|user|encrypted|trusted>:<description>");
+		ti->error = "Key is not even hex digits, \"-\" or :<size>:<type>:<description>";
 		return -EINVAL;
 	}
 	cc = kzalloc(struct_size(cc, key, key_size), GFP_KERNEL);
 	if (!cc) {
-		lbs_set_error(ti, "out of memory for the target");
+		ti->error = "Cannot allocate the target";
 		return -ENOMEM;
 	}
 	cc->key_size = key_size;
 	cc->sector_size = LBS_MIN_SECTOR_SIZE;
+	mutex_init(&cc->key_lock);
 	ti->private = cc;
 
 	/* the options first: the IV and key checks depend on sector_size */
@@ -104,27 +101,31 @@ static int lbs_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 
 	r = -EINVAL;
 	if (lbs_parse_u64(argv[2], &val)) {
-		lbs_set_error(ti, "iv_offset \"%s\" is not an unsigned decimal number",
-			      argv[2]);
+		lbs_reject(ti, "iv_offset is not an unsigned decimal number",
+			   "iv_offset \"%s\" is not an unsigned decimal number",
+			   argv[2]);
 		goto bad;
 	}
 	if (val & ((cc->sector_size >> SECTOR_SHIFT) - 1)) {
-		lbs_set_error(ti, "iv_offset %llu is not a multiple of sector_size %u (%u sectors)",
-			      val, cc->sector_size,
-			      cc->sector_size >> SECTOR_SHIFT);
+		lbs_reject(ti, "iv_offset is not a multiple of sector_size",
+			   "iv_offset %s is not a multiple of sector_size %u (%u sectors)",
+			   argv[2], cc->sector_size,
+			   cc->sector_size >> SECTOR_SHIFT);
 		goto bad;
 	}
 	cc->iv_offset = val;
 
 	r = dm_get_device(ti, argv[3], dm_table_get_mode(ti->table), &cc->dev);
 	if (r) {
-		lbs_set_error(ti, "device %s: lookup failed (%d)", argv[3], r);
+		DMERR("device %s: lookup failed (%d)", argv[3], r);
+		ti->error = "Backing device not found or not openable";
 		goto bad;
 	}
 	r = -EINVAL;
 	if (lbs_parse_u64(argv[4], &val) || val != (sector_t)val) {
-		lbs_set_error(ti, "offset \"%s\" is not an unsigned decimal sector number",
-			      argv[4]);
+		lbs_reject(ti, "Device offset is not an unsigned decimal sector number",
+			   "offset \"%s\" is not an unsigned decimal sector number",
+			   argv[4]);
 		goto bad;
 	}
 	cc->start = val;
@@ -212,29 +213,74 @@ static void lbs_status(struct dm_target *ti, status_type_t type,
 	}
 }
 
+/*
+ * Key messages are taken only while the device is suspended.  key_lock
+ * makes each message's test of LBS_SUSPENDED and its change of the key one
+ * step against resume, and against other messages.  A key wiped between
+ * preresume and resume is caught by lbs_map(), which fails I/O while the
+ * key is not valid: nothing is ever read or written with a wiped key.
+ */
 static void lbs_postsuspend(struct dm_target *ti)
 {
 	struct lbs_config *cc = ti->private;
 
+	mutex_lock(&cc->key_lock);
 	set_bit(LBS_SUSPENDED, &cc->state);
+	mutex_unlock(&cc->key_lock);
 }
 
 static int lbs_preresume(struct dm_target *ti)
 {
 	struct lbs_config *cc = ti->private;
+	int r = 0;
 
+	mutex_lock(&cc->key_lock);
 	if (!test_bit(LBS_KEY_VALID, &cc->state)) {
 		DMERR("resume refused: the key was wiped; load one with \"key set\" first");
-		return -EAGAIN;
+		r = -EAGAIN;
 	}
-	return 0;
+	mutex_unlock(&cc->key_lock);
+	return r;
 }
 
 static void lbs_resume(struct dm_target *ti)
 {
 	struct lbs_config *cc = ti->private;
 
+	mutex_lock(&cc->key_lock);
 	clear_bit(LBS_SUSPENDED, &cc->state);
+	mutex_unlock(&cc->key_lock);
+}
+
+/* "key set <key>": the key argument is overwritten whatever happens. */
+static int lbs_message_key_set(struct lbs_config *cc, char *key)
+{
+	int key_size, r;
+
+	if (!test_bit(LBS_SUSPENDED, &cc->state)) {
+		DMERR("key set refused: suspend the device first");
+		r = -EINVAL;
+		goto out;
+	}
+	key_size = lbs_key_size(key);
+	if (key_size < 0) {
+		DMERR("key set refused: not hex, \"-\" or a keyring reference of at most %u bytes",
+		      LBS_MAX_KEY_SIZE);
+		r = -EINVAL;
+		goto out;
+	}
+	if (key_size != cc->key_size) {
+		DMERR("key set refused: key of %d bytes, the table's key has %u",
+		      key_size, cc->key_size);
+		r = -EINVAL;
+		goto out;
+	}
+	r = lbs_set_key(cc, key);
+	if (r)
+		DMERR("key set failed (%d)", r);
+out:
+	memset(key, '0', strlen(key));
+	return r;
 }
 
 /* Messages: "key set <key>" and "key wipe", only while suspended. */
@@ -242,42 +288,25 @@ static int lbs_message(struct dm_target *ti, unsigned int argc, char **argv,
 		       char *result, unsigned int maxlen)
 {
 	struct lbs_config *cc = ti->private;
-	int key_size, r;
+	int r = -EINVAL;
 
 	if (argc < 2 || strcasecmp(argv[0], "key")) {
 		DMERR("unknown message; accepted: \"key set <key>\", \"key wipe\"");
 		return -EINVAL;
 	}
+	mutex_lock(&cc->key_lock);
 	if (argc == 3 && !strcasecmp(argv[1], "set")) {
-		if (!test_bit(LBS_SUSPENDED, &cc->state)) {
-			memset(argv[2], '0', strlen(argv[2]));
-			DMERR("key set refused: suspend the device first");
-			return -EINVAL;
-		}
-		key_size = lbs_key_size(argv[2]);
-		if (key_size < 0)
-			DMERR("key set refused: not hex, \"-\" or a keyring reference");
-		else if (key_size != cc->key_size)
-			DMERR("key set refused: key of %d bytes, the table's key has %u",
-			      key_size, cc->key_size);
-		if (key_size != cc->key_size) {
-			memset(argv[2], '0', strlen(argv[2]));
-			return -EINVAL;
-		}
-		r = lbs_set_key(cc, argv[2]);
-		if (r)
-			DMERR("key set failed (%d)", r);
-		return r;
-	}
-	if (argc == 2 && !strcasecmp(argv[1], "wipe")) {
-		if (!test_bit(LBS_SUSPENDED, &cc->state)) {
+		r = lbs_message_key_set(cc, argv[2]);
+	} else if (argc == 2 && !strcasecmp(argv[1], "wipe")) {
+		if (test_bit(LBS_SUSPENDED, &cc->state))
+			r = lbs_wipe_key(cc);
+		else
 			DMERR("key wipe refused: suspend the device first");
-			return -EINVAL;
-		}
-		return lbs_wipe_key(cc);
+	} else {
+		DMERR("unknown key message; accepted: \"key set <key>\", \"key wipe\"");
 	}
-	DMERR("unknown key message; accepted: \"key set <key>\", \"key wipe\"");
-	return -EINVAL;
+	mutex_unlock(&cc->key_lock);
+	return r;
 }
 
 static int lbs_iterate_devices(struct dm_target *ti,

@@ -64,8 +64,17 @@ target_version() {
 }
 
 # ti_error: the last table error the kernel logged (the ti->error text), cleared.
+# dm-crypt-lbs puts a static text in ti->error and logs the detail, with the value
+# as written, just before dm core logs ti->error: that detail follows in brackets.
 ti_error() {
-	dmesg -c 2>/dev/null | sed -n 's/.*device-mapper: table: [0-9:]*: [a-z_]*: //p' | tail -n 1
+	dmesg -c 2>/dev/null | awk '
+		/device-mapper: crypt-lbs: / { d = $0; sub(/.*device-mapper: crypt-lbs: /, "", d); next }
+		/device-mapper: table: [0-9:]*: [a-z_]*: / {
+			e = $0; sub(/.*device-mapper: table: [0-9:]*: [a-z_]*: /, "", e)
+			last = d == "" ? e : e " [" d "]"
+		}
+		{ d = "" }
+		END { print last }'
 }
 
 printf '== %s on %s (%s, page size %s)\n' "$LBS_TEST" "$(uname -r)" "$(uname -m)" "$(getconf PAGESIZE)"

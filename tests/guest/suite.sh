@@ -21,6 +21,7 @@ default_limit() {
 	case $1 in
 	fio) echo 300 ;;                         # two jobs per sector size, twice
 	compat | badinput | tool) echo 180 ;;    # many cases, many process starts
+	hardening) echo 300 ;;                   # 37 cipher cases, fio under a bounce bound
 	*) echo 120 ;;
 	esac
 }
