@@ -15,6 +15,7 @@
 #include <linux/rbtree.h>
 #include <linux/scatterlist.h>
 #include <linux/spinlock.h>
+#include <linux/string.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
 #include <crypto/skcipher.h>
@@ -83,8 +84,10 @@ struct lbs_iv_ops {
 	int (*ctr)(struct lbs_config *cc, struct dm_target *ti,
 		   const char *opts);
 	int (*gen)(struct lbs_config *cc, u8 *iv, struct lbs_req *lr);
-	/* the request needs a scratch skcipher request for the IV */
+	/* the request needs a scratch skcipher request for the IV (sleeps) */
 	bool needs_scratch;
+	/* the IV is the plain64 counter: made inline, gen() not called */
+	bool counter64;
 };
 
 struct lbs_config {
@@ -109,6 +112,7 @@ struct lbs_config {
 	unsigned int req_iv_off;	/* IV, before alignment */
 	unsigned int req_scratch_off;	/* scratch skcipher request */
 	unsigned int req_size;
+	unsigned int per_io_size;	/* struct lbs_io + its own request */
 
 	mempool_t req_pool;
 	mempool_t page_pool;
@@ -139,10 +143,16 @@ struct lbs_io {
 	struct bvec_iter iter_out;
 	atomic_t pending;	/* one for the converter + one per request */
 	blk_status_t error;
+	struct skcipher_request *req;	/* in hand for the next sector, or NULL */
+	bool own_req_used;	/* the embedded request was handed out */
+	bool restart_wait;	/* wait for restart before the next request */
 	struct completion restart;	/* a backlogged request was queued */
 	struct work_struct work;	/* read submit, then crypt */
 	struct rb_node rb_node;		/* in write_tree, waiting to be submitted */
 };
+
+/* The bio's own crypto request follows struct lbs_io in the per-bio data. */
+#define LBS_IO_REQ_OFFSET	ALIGN(sizeof(struct lbs_io), CRYPTO_MINALIGN)
 
 /* Lives after the skcipher_request in a req_pool element. */
 struct lbs_req {
@@ -172,6 +182,14 @@ static inline struct skcipher_request *lbs_req_scratch(struct lbs_config *cc,
 					   cc->req_scratch_off);
 }
 
+/* plain64: the 64-bit sector number, little-endian, zero padded */
+static inline void lbs_iv_put_plain64(struct lbs_config *cc, u8 *iv,
+				      u64 sector)
+{
+	memset(iv, 0, cc->iv_size);
+	put_unaligned_le64(sector, iv);
+}
+
 /* target.c */
 int lbs_reject(struct dm_target *ti, char *error, const char *fmt, ...)
 	__printf(3, 4);
@@ -191,6 +209,17 @@ void lbs_free_cipher(struct lbs_config *cc);
 int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
 		  const char *ivmode);
 unsigned int lbs_iv_scratch_size(struct lbs_config *cc);
+
+/* bounce.c */
+int lbs_bounce_init(struct lbs_config *cc);
+void lbs_bounce_exit(struct lbs_config *cc);
+struct bio *lbs_alloc_bounce(struct lbs_io *io, bio_end_io_t *end_io);
+void lbs_free_bounce(struct lbs_config *cc, struct bio *clone);
+
+/* writer.c */
+int lbs_writer_init(struct lbs_config *cc, const char *dev);
+void lbs_writer_exit(struct lbs_config *cc);
+void lbs_queue_write(struct lbs_io *io);
 
 /* io.c */
 int lbs_io_init(struct dm_target *ti, struct lbs_config *cc);

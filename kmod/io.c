@@ -3,49 +3,63 @@
  * dm-crypt-lbs: the bio path.
  *
  * Reads: the bio is cloned onto the backing device; when the clone
- * completes, the data is decrypted in place in the crypt workqueue and the
- * bio completes.  Writes: the crypt workqueue encrypts into bounce pages of
- * a clone bio, which is then submitted; its completion completes the bio.
+ * completes, the data is decrypted in place and the bio completes.  Writes:
+ * the data is encrypted into bounce pages of a clone bio (bounce.c), which
+ * is then submitted; its completion completes the bio.
  *
  * Every encryption sector is one crypto request with one scatterlist entry
  * per direction, inside one page (sector_size <= PAGE_SIZE and the queue's
- * dma_alignment make that so).  Crypto runs only in workqueue context, so
- * IV generators and allocations may sleep; the asynchronous completion
- * callback never sleeps.  Memory comes from mempools and a bioset, so a
- * bio never fails for lack of memory.
+ * dma_alignment make that so).  The first request of a bio lives in its
+ * per-bio data; a synchronous cipher reuses it for every sector, so a bio
+ * allocates no request.  Further requests, needed only while the driver
+ * holds earlier ones, come from req_pool.
  *
- * Forward progress under memory pressure.  Each context waits for memory
- * that only other, independent contexts give back:
+ * Where the conversion runs (dm-crypt's options, with its semantics):
+ *  - by default in crypt_wq, a workqueue; it may sleep;
+ *  - no_read_workqueue: a read is decrypted in the clone's completion, which
+ *    may not sleep: requests without CRYPTO_TFM_REQ_MAY_SLEEP, allocations
+ *    that do not wait, and whatever would wait (an empty pool, a full
+ *    driver queue, a sleeping IV generator) goes on in crypt_wq from the
+ *    sector it reached.  A completion in hard interrupt context or with
+ *    interrupts off goes to crypt_wq at once (the skcipher walk refuses it);
+ *  - no_write_workqueue: a write is encrypted in lbs_map(), in the
+ *    submitter's task context, and submitted from there.
+ * Where an encrypted write is submitted from: by default the writer thread
+ * (writer.c), in sector order; with submit_from_crypt_cpus or
+ * no_write_workqueue the context that encrypted it, when that was
+ * synchronous.  A write whose encryption completed asynchronously always
+ * goes to the writer thread: the driver's completion may not sleep.
+ *
+ * Forward progress under memory pressure.  Each context waits only for
+ * memory that other, independent contexts give back:
  *  - io_wq only submits reads whose clone could not be allocated without
  *    waiting; it waits in bio_alloc_clone() for a bio of the bioset, which
  *    every clone returns when it completes on the backing device.
- *  - crypt_wq converts bios.  A write waits for bounce pages (below), a
- *    request waits for a req_pool element; both are returned by requests
- *    and writes already submitted, which complete without this queue.
- *  - The writer thread submits writes whose encryption completed
- *    asynchronously, and nothing else: it never allocates, so it never
- *    waits behind a read that waits for memory the writes hold.
- * A write encrypted synchronously is submitted by the crypt worker that
- * encrypted it.  All three queues have rescuers (WQ_MEM_RECLAIM) or are a
- * thread of their own, so none waits for a worker to be created.
- *
- * Bounce pages are bounded across all devices (lbs_bounce_limit, 2% of RAM
- * unless set): past the bound the page pool hands out only its reserve of
- * one bio's pages, drained by one writer at a time.
+ *  - crypt_wq converts bios.  A write waits for bounce pages, a request for
+ *    a req_pool element; both are returned by requests and writes already
+ *    submitted, which complete without this queue.
+ *  - The writer thread never allocates, so it never waits behind a read
+ *    that waits for memory the writes hold.
+ * Both queues have rescuers (WQ_MEM_RECLAIM) and the writer is a thread of
+ * its own, so none waits for a worker to be created.
  */
 
 #include <linux/blkdev.h>
 #include <linux/kernel.h>
-#include <linux/kthread.h>
 #include <linux/mm.h>
-#include <linux/module.h>
-#include <linux/rbtree.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 
 #include "dm-crypt-lbs.h"
 
 #define LBS_BOUNCE_SECTORS	(LBS_BOUNCE_PAGES << (PAGE_SHIFT - SECTOR_SHIFT))
+
+/* Where a conversion, or the last reference to it, is dropped. */
+enum lbs_ctx {
+	LBS_CTX_TASK,		/* a workqueue or lbs_map(): may sleep */
+	LBS_CTX_ENDIO,		/* a clone's completion: may not sleep */
+	LBS_CTX_CRYPTO,		/* the crypto driver's completion */
+};
 
 static void lbs_end_base(struct lbs_io *io)
 {
@@ -59,246 +73,43 @@ static void lbs_fail(struct lbs_io *io, blk_status_t status)
 	WRITE_ONCE(io->error, status);
 }
 
-/*
- * Bounce pages, counted across all devices.  Pages are counted from the
- * moment a pool takes them from the page allocator until it gives them
- * back, its reserve included, so at any time
- *   lbs_bounce_pages <= lbs_bounce_limit + devices * LBS_BOUNCE_PAGES.
- */
-static atomic_long_t lbs_bounce_pages = ATOMIC_LONG_INIT(0);
-static atomic_long_t lbs_bounce_peak = ATOMIC_LONG_INIT(0);
-static unsigned long lbs_bounce_limit;
-
-/* The default bound: 2% of RAM, at least four bios' worth. */
-static unsigned long lbs_bounce_default(void)
+/* The request embedded in the per-bio data, after struct lbs_io. */
+static struct skcipher_request *lbs_own_req(struct lbs_io *io)
 {
-	return max_t(unsigned long, totalram_pages() / 50,
-		     4 * LBS_BOUNCE_PAGES);
+	return (struct skcipher_request *)((u8 *)io + LBS_IO_REQ_OFFSET);
 }
 
-static int lbs_bounce_limit_set(const char *val, const struct kernel_param *kp)
+static void lbs_free_req(struct lbs_io *io, struct skcipher_request *req)
 {
-	unsigned long pages;
-	int r;
-
-	r = kstrtoul(val, 10, &pages);
-	if (r)
-		return r;
-	WRITE_ONCE(lbs_bounce_limit, pages ? pages : lbs_bounce_default());
-	return 0;
+	if (req != lbs_own_req(io))
+		mempool_free(req, &io->cc->req_pool);
 }
 
-static int lbs_bounce_limit_get(char *buf, const struct kernel_param *kp)
+static void lbs_write_endio(struct bio *clone)
 {
-	return scnprintf(buf, PAGE_SIZE, "%lu\n", READ_ONCE(lbs_bounce_limit));
-}
+	struct lbs_io *io = clone->bi_private;
 
-static const struct kernel_param_ops lbs_bounce_limit_ops = {
-	.set = lbs_bounce_limit_set,
-	.get = lbs_bounce_limit_get,
-};
-module_param_cb(max_bounce_pages, &lbs_bounce_limit_ops, NULL, 0644);
-MODULE_PARM_DESC(max_bounce_pages,
-		 "bound on the bounce pages of all devices together (0: 2% of RAM); past it each device writes from its own reserve of one bio");
-
-static int lbs_bounce_count_get(char *buf, const struct kernel_param *kp)
-{
-	return scnprintf(buf, PAGE_SIZE, "%ld\n",
-			 atomic_long_read((atomic_long_t *)kp->arg));
-}
-
-/* Writing anything starts a new peak from the pages held now. */
-static int lbs_bounce_peak_set(const char *val, const struct kernel_param *kp)
-{
-	atomic_long_set(&lbs_bounce_peak, atomic_long_read(&lbs_bounce_pages));
-	return 0;
-}
-
-static const struct kernel_param_ops lbs_bounce_count_ops = {
-	.get = lbs_bounce_count_get,
-};
-
-static const struct kernel_param_ops lbs_bounce_peak_ops = {
-	.set = lbs_bounce_peak_set,
-	.get = lbs_bounce_count_get,
-};
-module_param_cb(bounce_pages, &lbs_bounce_count_ops, &lbs_bounce_pages, 0444);
-MODULE_PARM_DESC(bounce_pages, "bounce pages all devices hold now");
-module_param_cb(bounce_pages_peak, &lbs_bounce_peak_ops, &lbs_bounce_peak,
-		0644);
-MODULE_PARM_DESC(bounce_pages_peak,
-		 "most bounce pages held at once (write to restart from now)");
-
-/*
- * The page pool's allocator.  Once the pool is filled (bounce_limited),
- * a page past the bound is refused, and mempool_alloc() falls back to the
- * pool's reserve or waits for a page to come back.
- */
-static void *lbs_page_alloc(gfp_t gfp, void *data)
-{
-	struct lbs_config *cc = data;
-	long held = atomic_long_inc_return(&lbs_bounce_pages);
-	long peak = atomic_long_read(&lbs_bounce_peak);
-	struct page *page;
-
-	if (READ_ONCE(cc->bounce_limited) &&
-	    held > (long)READ_ONCE(lbs_bounce_limit))
-		goto refuse;
-	page = alloc_page(gfp);
-	if (!page)
-		goto refuse;
-	while (held > peak &&
-	       !atomic_long_try_cmpxchg(&lbs_bounce_peak, &peak, held))
-		;
-	return page;
-refuse:
-	atomic_long_dec(&lbs_bounce_pages);
-	return NULL;
-}
-
-static void lbs_page_free(void *element, void *data)
-{
-	__free_page(element);
-	atomic_long_dec(&lbs_bounce_pages);
-}
-
-/* Bounce pages of a write clone */
-
-static void lbs_free_bounce(struct lbs_config *cc, struct bio *clone)
-{
-	unsigned short i;
-
-	/* __bio_add_page() added one page per vector, never merged */
-	for (i = 0; i < clone->bi_vcnt; i++)
-		mempool_free(clone->bi_io_vec[i].bv_page, &cc->page_pool);
-	bio_put(clone);
-}
-
-static void lbs_write_endio(struct bio *clone);
-
-static struct bio *lbs_try_bounce(struct lbs_io *io, gfp_t gfp)
-{
-	struct lbs_config *cc = io->cc;
-	unsigned int size = io->base->bi_iter.bi_size;
-	struct bio *clone;
-
-	clone = bio_alloc_bioset(cc->dev->bdev, DIV_ROUND_UP(size, PAGE_SIZE),
-				 io->base->bi_opf, GFP_NOIO, &cc->bs);
-	clone->bi_private = io;
-	clone->bi_end_io = lbs_write_endio;
-	clone->bi_ioprio = io->base->bi_ioprio;
-	clone->bi_iter.bi_sector = cc->start + io->sector;
-
-	while (size) {
-		unsigned int len = min_t(unsigned int, size, PAGE_SIZE);
-		struct page *page = mempool_alloc(&cc->page_pool, gfp);
-
-		if (!page) {
-			lbs_free_bounce(cc, clone);
-			return NULL;
-		}
-		__bio_add_page(clone, page, len, 0);
-		size -= len;
-	}
-	return clone;
-}
-
-/*
- * Take the pages without waiting if memory allows.  Otherwise wait for the
- * reserve, one writer at a time: the pool holds enough pages for one
- * bio, and every other holder gives its pages back when its write ends.
- */
-static struct bio *lbs_alloc_bounce(struct lbs_io *io)
-{
-	struct lbs_config *cc = io->cc;
-	struct bio *clone;
-
-	clone = lbs_try_bounce(io, GFP_NOWAIT | __GFP_NOWARN);
-	if (clone)
-		return clone;
-	mutex_lock(&cc->bounce_lock);
-	clone = lbs_try_bounce(io, GFP_NOIO);
-	mutex_unlock(&cc->bounce_lock);
-	return clone;
-}
-
-/* Completion of the conversion */
-
-static void lbs_write_abort(struct lbs_io *io)
-{
-	lbs_free_bounce(io->cc, io->clone);
+	if (clone->bi_status)
+		lbs_fail(io, clone->bi_status);
+	lbs_free_bounce(io->cc, clone);
 	io->clone = NULL;
 	lbs_end_base(io);
 }
 
-/*
- * Writes encrypted asynchronously wait in write_tree, by sector, for the
- * writer thread.  Called from the crypto driver's completion context.
- */
-static void lbs_queue_write(struct lbs_io *io)
+static void lbs_write_submit(struct lbs_io *io, enum lbs_ctx ctx)
 {
 	struct lbs_config *cc = io->cc;
-	sector_t sector = io->clone->bi_iter.bi_sector;
-	struct rb_node **link, *parent = NULL;
-	unsigned long flags;
 
-	spin_lock_irqsave(&cc->write_lock, flags);
-	link = &cc->write_tree.rb_node;
-	while (*link) {
-		parent = *link;
-		if (sector < rb_entry(parent, struct lbs_io,
-				      rb_node)->clone->bi_iter.bi_sector)
-			link = &parent->rb_left;
-		else
-			link = &parent->rb_right;
-	}
-	rb_link_node(&io->rb_node, parent, link);
-	rb_insert_color(&io->rb_node, &cc->write_tree);
-	spin_unlock_irqrestore(&cc->write_lock, flags);
-	wake_up_process(cc->write_thread);
+	if (ctx == LBS_CTX_TASK &&
+	    (test_bit(LBS_OPT_NO_WRITE_WORKQUEUE, &cc->opts) ||
+	     test_bit(LBS_OPT_SUBMIT_FROM_CRYPT_CPUS, &cc->opts)))
+		submit_bio_noacct(io->clone);
+	else
+		lbs_queue_write(io);
 }
 
-/*
- * The writer thread: takes every queued write at once and submits them in
- * sector order under a plug, so the backing device sees them merged and in
- * order however the crypto driver reordered them.
- */
-static int lbs_write_thread(void *data)
-{
-	struct lbs_config *cc = data;
-	struct blk_plug plug;
-	struct rb_root tree;
-	struct rb_node *node;
-
-	for (;;) {
-		set_current_state(TASK_IDLE);
-		spin_lock_irq(&cc->write_lock);
-		tree = cc->write_tree;
-		cc->write_tree = RB_ROOT;
-		spin_unlock_irq(&cc->write_lock);
-
-		if (RB_EMPTY_ROOT(&tree)) {
-			if (kthread_should_stop())
-				break;
-			schedule();
-			continue;
-		}
-		__set_current_state(TASK_RUNNING);
-		blk_start_plug(&plug);
-		/* a write may complete, freeing its io, as soon as it is submitted */
-		while ((node = rb_first(&tree))) {
-			rb_erase(node, &tree);
-			submit_bio_noacct(rb_entry(node, struct lbs_io,
-						   rb_node)->clone);
-		}
-		blk_finish_plug(&plug);
-	}
-	__set_current_state(TASK_RUNNING);
-	return 0;
-}
-
-/* Drop one reference; the last one finishes the bio. */
-static void lbs_convert_put(struct lbs_io *io, bool in_worker)
+/* Drop one reference; the last one finishes the conversion. */
+static void lbs_convert_put(struct lbs_io *io, enum lbs_ctx ctx)
 {
 	if (!atomic_dec_and_test(&io->pending))
 		return;
@@ -306,12 +117,11 @@ static void lbs_convert_put(struct lbs_io *io, bool in_worker)
 	if (bio_data_dir(io->base) == READ) {
 		lbs_end_base(io);
 	} else if (io->error) {
-		lbs_write_abort(io);
-	} else if (in_worker) {
-		submit_bio_noacct(io->clone);
+		lbs_free_bounce(io->cc, io->clone);
+		io->clone = NULL;
+		lbs_end_base(io);
 	} else {
-		/* from the crypto driver's context: the writer thread submits */
-		lbs_queue_write(io);
+		lbs_write_submit(io, ctx);
 	}
 }
 
@@ -331,27 +141,52 @@ static void lbs_crypt_done(LBS_ASYNC_ARG areq, int err)
 			    (unsigned long long)lr->iv_sector);
 		lbs_fail(io, BLK_STS_IOERR);
 	}
-	mempool_free((u8 *)lr - cc->req_lr_off, &cc->req_pool);
-	lbs_convert_put(io, false);
+	lbs_free_req(io, (struct skcipher_request *)((u8 *)lr - cc->req_lr_off));
+	lbs_convert_put(io, LBS_CTX_CRYPTO);
 }
 
+/* A request for the next sector: the one in hand, our own, or the pool's. */
+static struct skcipher_request *lbs_get_req(struct lbs_io *io, bool atomic)
+{
+	if (!io->req && !io->own_req_used) {
+		io->own_req_used = true;
+		io->req = lbs_own_req(io);
+	}
+	if (!io->req)
+		io->req = mempool_alloc(&io->cc->req_pool, atomic ?
+					GFP_NOWAIT | __GFP_NOWARN : GFP_NOIO);
+	return io->req;
+}
+
+static void lbs_convert_work(struct work_struct *work);
+
 /*
- * Encrypt (write) or decrypt (read) io->bio_in into io->bio_out, one
- * encryption sector per request.  Runs in a workqueue.
+ * Encrypt (write) or decrypt (read) io->bio_in into io->bio_out, from the
+ * sector the io stands at, one encryption sector per request.  ctx is
+ * LBS_CTX_TASK or LBS_CTX_ENDIO; in the latter, whatever would wait is
+ * left to crypt_wq, which goes on from there.
  */
-static void lbs_convert(struct lbs_io *io)
+static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 {
 	struct lbs_config *cc = io->cc;
 	bool write = bio_data_dir(io->base) == WRITE;
+	bool atomic = ctx != LBS_CTX_TASK;
 	unsigned int ss = cc->sector_size;
-	struct skcipher_request *req = NULL;
+	u32 flags = CRYPTO_TFM_REQ_MAY_BACKLOG |
+		    (atomic ? 0 : CRYPTO_TFM_REQ_MAY_SLEEP);
 	int r;
 
-	atomic_set(&io->pending, 1);
+	if (io->restart_wait) {
+		/* a backlogged request must be taken before the next is sent */
+		wait_for_completion(&io->restart);
+		reinit_completion(&io->restart);
+		io->restart_wait = false;
+	}
 	while (io->iter_in.bi_size) {
 		struct bio_vec in = bio_iter_iovec(io->bio_in, io->iter_in);
 		struct bio_vec out = bio_iter_iovec(io->bio_out, io->iter_out);
 		u64 sector = io->sector + cc->iv_offset;
+		struct skcipher_request *req;
 		struct lbs_req *lr;
 		u8 *iv = NULL;
 
@@ -361,8 +196,11 @@ static void lbs_convert(struct lbs_io *io)
 			lbs_fail(io, BLK_STS_IOERR);
 			break;
 		}
+		if (atomic && cc->iv_ops && cc->iv_ops->needs_scratch)
+			goto defer;	/* the IV generator sleeps */
+		req = lbs_get_req(io, atomic);
 		if (!req)
-			req = mempool_alloc(&cc->req_pool, GFP_NOIO);
+			goto defer;
 		lr = lbs_req_of(cc, req);
 		lr->io = io;
 		lr->iv_sector = sector;
@@ -376,17 +214,19 @@ static void lbs_convert(struct lbs_io *io)
 
 		if (cc->iv_ops) {
 			iv = lbs_req_iv(cc, lr);
-			r = cc->iv_ops->gen(cc, iv, lr);
-			if (r) {
-				DMERR_LIMIT("IV generation failed (%d)", r);
-				lbs_fail(io, BLK_STS_IOERR);
-				break;
+			if (cc->iv_ops->counter64) {
+				lbs_iv_put_plain64(cc, iv, lr->iv_sector);
+			} else {
+				r = cc->iv_ops->gen(cc, iv, lr);
+				if (r) {
+					DMERR_LIMIT("IV generation failed (%d)", r);
+					lbs_fail(io, BLK_STS_IOERR);
+					break;
+				}
 			}
 		}
 		skcipher_request_set_tfm(req, cc->tfms[sector & (cc->tfms_count - 1)]);
-		skcipher_request_set_callback(req, CRYPTO_TFM_REQ_MAY_BACKLOG |
-					      CRYPTO_TFM_REQ_MAY_SLEEP,
-					      lbs_crypt_done, lr);
+		skcipher_request_set_callback(req, flags, lbs_crypt_done, lr);
 		skcipher_request_set_crypt(req, &lr->sg_in, &lr->sg_out, ss, iv);
 
 		atomic_inc(&io->pending);
@@ -398,12 +238,19 @@ static void lbs_convert(struct lbs_io *io)
 		io->sector += ss >> SECTOR_SHIFT;
 
 		if (r == -EBUSY) {
-			/* backlogged: wait until the driver takes it */
-			wait_for_completion(&io->restart);
-			reinit_completion(&io->restart);
-			req = NULL;
+			/* backlogged: the driver owns it; wait until it takes it */
+			io->req = NULL;
+			if (!atomic) {
+				wait_for_completion(&io->restart);
+				reinit_completion(&io->restart);
+			} else if (try_wait_for_completion(&io->restart)) {
+				reinit_completion(&io->restart);
+			} else {
+				io->restart_wait = true;
+				goto defer;
+			}
 		} else if (r == -EINPROGRESS) {
-			req = NULL;	/* lbs_crypt_done() owns it now */
+			io->req = NULL;	/* lbs_crypt_done() owns it now */
 		} else {
 			atomic_dec(&io->pending);
 			if (r) {
@@ -413,11 +260,35 @@ static void lbs_convert(struct lbs_io *io)
 				break;
 			}
 		}
-		cond_resched();
+		if (!atomic)
+			cond_resched();
 	}
-	if (req)
-		mempool_free(req, &cc->req_pool);
-	lbs_convert_put(io, true);
+	if (io->req) {
+		lbs_free_req(io, io->req);
+		io->req = NULL;
+	}
+	lbs_convert_put(io, ctx);
+	return;
+defer:
+	INIT_WORK(&io->work, lbs_convert_work);
+	queue_work(cc->crypt_wq, &io->work);
+}
+
+/* crypt_wq: go on with a conversion an atomic context left. */
+static void lbs_convert_work(struct work_struct *work)
+{
+	lbs_convert(container_of(work, struct lbs_io, work), LBS_CTX_TASK);
+}
+
+static void lbs_convert_start(struct lbs_io *io, struct bio *in,
+			      struct bio *out, enum lbs_ctx ctx)
+{
+	io->bio_in = in;
+	io->iter_in = in->bi_iter;
+	io->bio_out = out;
+	io->iter_out = out->bi_iter;
+	atomic_set(&io->pending, 1);
+	lbs_convert(io, ctx);
 }
 
 static void lbs_read_crypt_work(struct work_struct *work)
@@ -425,36 +296,19 @@ static void lbs_read_crypt_work(struct work_struct *work)
 	struct lbs_io *io = container_of(work, struct lbs_io, work);
 
 	/* decrypt in place in the original bio's pages */
-	io->bio_in = io->base;
-	io->bio_out = io->base;
-	io->iter_in = io->base->bi_iter;
-	io->iter_out = io->base->bi_iter;
-	lbs_convert(io);
+	lbs_convert_start(io, io->base, io->base, LBS_CTX_TASK);
+}
+
+/* Encrypt a write into bounce pages; task context, may sleep. */
+static void lbs_write_crypt(struct lbs_io *io)
+{
+	io->clone = lbs_alloc_bounce(io, lbs_write_endio);
+	lbs_convert_start(io, io->base, io->clone, LBS_CTX_TASK);
 }
 
 static void lbs_write_crypt_work(struct work_struct *work)
 {
-	struct lbs_io *io = container_of(work, struct lbs_io, work);
-
-	io->clone = lbs_alloc_bounce(io);
-	io->bio_in = io->base;
-	io->iter_in = io->base->bi_iter;
-	io->bio_out = io->clone;
-	io->iter_out = io->clone->bi_iter;
-	lbs_convert(io);
-}
-
-/* Completions of the clones, in any context */
-
-static void lbs_write_endio(struct bio *clone)
-{
-	struct lbs_io *io = clone->bi_private;
-
-	if (clone->bi_status)
-		lbs_fail(io, clone->bi_status);
-	lbs_free_bounce(io->cc, clone);
-	io->clone = NULL;
-	lbs_end_base(io);
+	lbs_write_crypt(container_of(work, struct lbs_io, work));
 }
 
 static void lbs_read_endio(struct bio *clone)
@@ -467,6 +321,11 @@ static void lbs_read_endio(struct bio *clone)
 		/* nothing was decrypted: fail without touching the data */
 		lbs_fail(io, status);
 		lbs_end_base(io);
+		return;
+	}
+	if (test_bit(LBS_OPT_NO_READ_WORKQUEUE, &io->cc->opts) &&
+	    !in_hardirq() && !irqs_disabled()) {
+		lbs_convert_start(io, io->base, io->base, LBS_CTX_ENDIO);
 		return;
 	}
 	INIT_WORK(&io->work, lbs_read_crypt_work);
@@ -514,27 +373,30 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 		return DM_MAPIO_REMAPPED;
 	}
 
-	/* a write larger than the bounce reserve is split; dm resubmits the rest */
-	if (bio_data_dir(bio) == WRITE && bio_sectors(bio) > LBS_BOUNCE_SECTORS)
-		dm_accept_partial_bio(bio, LBS_BOUNCE_SECTORS);
-
 	/* a key wiped between preresume and resume: never use the random key */
 	if (unlikely(!test_bit(LBS_KEY_VALID, &cc->state))) {
 		DMERR_LIMIT("I/O refused: the key was wiped; \"key set\" it while suspended");
 		return DM_MAPIO_KILL;
 	}
 
+	/* a write larger than the bounce reserve is split; dm resubmits the rest */
+	if (bio_data_dir(bio) == WRITE && bio_sectors(bio) > LBS_BOUNCE_SECTORS)
+		dm_accept_partial_bio(bio, LBS_BOUNCE_SECTORS);
+
 	offset = dm_target_offset(ti, bio->bi_iter.bi_sector);
 	if (unlikely((offset & ((cc->sector_size >> SECTOR_SHIFT) - 1)) ||
 		     (bio->bi_iter.bi_size & (cc->sector_size - 1))))
 		return DM_MAPIO_KILL;
 
-	io = dm_per_bio_data(bio, sizeof(struct lbs_io));
+	io = dm_per_bio_data(bio, cc->per_io_size);
 	io->cc = cc;
 	io->base = bio;
 	io->clone = NULL;
 	io->sector = offset;
 	io->error = BLK_STS_OK;
+	io->req = NULL;
+	io->own_req_used = false;
+	io->restart_wait = false;
 	init_completion(&io->restart);
 
 	if (bio_data_dir(bio) == READ) {
@@ -542,6 +404,9 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 			INIT_WORK(&io->work, lbs_read_submit_work);
 			queue_work(cc->io_wq, &io->work);
 		}
+	} else if (test_bit(LBS_OPT_NO_WRITE_WORKQUEUE, &cc->opts) &&
+		   in_task() && !irqs_disabled()) {
+		lbs_write_crypt(io);
 	} else {
 		INIT_WORK(&io->work, lbs_write_crypt_work);
 		queue_work(cc->crypt_wq, &io->work);
@@ -550,7 +415,7 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 }
 
 /*
- * Layout of one req_pool element:
+ * Layout of one crypto request, in req_pool and after struct lbs_io:
  *   skcipher_request + driver context | lbs_req | IV (aligned) | scratch
  */
 static void lbs_req_layout(struct lbs_config *cc)
@@ -568,6 +433,7 @@ static void lbs_req_layout(struct lbs_config *cc)
 	cc->req_scratch_off = off;
 	off += lbs_iv_scratch_size(cc);
 	cc->req_size = off;
+	cc->per_io_size = LBS_IO_REQ_OFFSET + cc->req_size;
 }
 
 int lbs_io_init(struct dm_target *ti, struct lbs_config *cc)
@@ -580,17 +446,12 @@ int lbs_io_init(struct dm_target *ti, struct lbs_config *cc)
 	r = mempool_init_kmalloc_pool(&cc->req_pool, LBS_MIN_IOS, cc->req_size);
 	if (r)
 		goto nomem;
-	if (!READ_ONCE(lbs_bounce_limit))
-		WRITE_ONCE(lbs_bounce_limit, lbs_bounce_default());
-	r = mempool_init(&cc->page_pool, LBS_BOUNCE_PAGES, lbs_page_alloc,
-			 lbs_page_free, cc);
+	r = lbs_bounce_init(cc);
 	if (r)
 		goto nomem;
-	WRITE_ONCE(cc->bounce_limited, true);
 	r = bioset_init(&cc->bs, LBS_MIN_IOS, 0, BIOSET_NEED_BVECS);
 	if (r)
 		goto nomem;
-	mutex_init(&cc->bounce_lock);
 
 	if (test_bit(LBS_OPT_HIGH_PRIORITY, &cc->opts))
 		flags |= WQ_HIGHPRI;
@@ -606,16 +467,9 @@ int lbs_io_init(struct dm_target *ti, struct lbs_config *cc)
 		r = -ENOMEM;
 		goto nomem;
 	}
-
-	spin_lock_init(&cc->write_lock);
-	cc->write_tree = RB_ROOT;
-	cc->write_thread = kthread_run(lbs_write_thread, cc, "kcryptd_lbs_w/%s",
-				       dev);
-	if (IS_ERR(cc->write_thread)) {
-		r = PTR_ERR(cc->write_thread);
-		cc->write_thread = NULL;
+	r = lbs_writer_init(cc, dev);
+	if (r)
 		goto nomem;
-	}
 	return 0;
 nomem:
 	ti->error = "Cannot allocate the I/O pools, workqueues and writer thread";
@@ -625,14 +479,12 @@ nomem:
 /* Safe on a half-initialised (zeroed) config. */
 void lbs_io_exit(struct lbs_config *cc)
 {
-	/* no I/O is in flight: the write tree is empty */
-	if (cc->write_thread)
-		kthread_stop(cc->write_thread);
+	lbs_writer_exit(cc);
 	if (cc->crypt_wq)
 		destroy_workqueue(cc->crypt_wq);
 	if (cc->io_wq)
 		destroy_workqueue(cc->io_wq);
 	bioset_exit(&cc->bs);
-	mempool_exit(&cc->page_pool);
+	lbs_bounce_exit(cc);
 	mempool_exit(&cc->req_pool);
 }

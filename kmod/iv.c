@@ -35,8 +35,7 @@ static int lbs_iv_plain_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
 static int lbs_iv_plain64_gen(struct lbs_config *cc, u8 *iv,
 			      struct lbs_req *lr)
 {
-	memset(iv, 0, cc->iv_size);
-	put_unaligned_le64(lr->iv_sector, iv);
+	lbs_iv_put_plain64(cc, iv, lr->iv_sector);
 	return 0;
 }
 
@@ -129,9 +128,9 @@ unsigned int lbs_iv_scratch_size(struct lbs_config *cc)
 
 static const struct lbs_iv_ops lbs_iv_modes[] = {
 	{ .name = "plain", .gen = lbs_iv_plain_gen },
-	{ .name = "plain64", .gen = lbs_iv_plain64_gen },
+	{ .name = "plain64", .gen = lbs_iv_plain64_gen, .counter64 = true },
 	{ .name = "plain64be", .gen = lbs_iv_plain64be_gen },
-	{ .name = "essiv", .gen = lbs_iv_plain64_gen },
+	{ .name = "essiv", .gen = lbs_iv_plain64_gen, .counter64 = true },
 	{ .name = "benbi", .ctr = lbs_iv_benbi_ctr, .gen = lbs_iv_benbi_gen },
 	{ .name = "null", .gen = lbs_iv_null_gen },
 	{ .name = "eboiv", .ctr = lbs_iv_eboiv_ctr, .gen = lbs_iv_eboiv_gen,

@@ -137,7 +137,7 @@ static int lbs_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	ti->num_flush_bios = 1;
 	if (test_bit(LBS_OPT_ALLOW_DISCARDS, &cc->opts))
 		ti->num_discard_bios = 1;
-	ti->per_io_data_size = sizeof(struct lbs_io);
+	ti->per_io_data_size = cc->per_io_size;
 	ti->limit_swap_bios = true;
 	return 0;
 bad:
