@@ -4,6 +4,8 @@
 #   make matrix    the sector_size acceptance matrix on every rig kernel
 #   make check     everything CI runs, stage by stage with the time of each (below)
 #   make kmod      build dm-crypt-lbs.ko for every rig kernel
+#   make engine    build the emulated offload engine (tests/engine/, test-only)
+#   make bench     the benchmarks (qemu/bench; BENCH_ARGS=--full; not part of check)
 #   make deb       the Debian packages (packaging/deb.mk)
 #   make tools-test  the host unit tests alone
 #   make fetch-check  download every package a fresh machine needs into an empty cache
@@ -23,7 +25,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod kmod-lint matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps kernels kmod engine bench bench-smoke kmod-lint matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -45,6 +47,28 @@ kmod: kernels
 		qemu/lib/build-kmod $$k >/dev/null || exit 1; \
 	done
 
+engine: kernels
+	@for k in $(KERNELS); do \
+		echo "engine: building for $$k"; \
+		qemu/lib/build-engine $$k >/dev/null || exit 1; \
+	done
+
+# make bench [KERNELS=...] [BENCH_ARGS="--full | --reps N --runtime S"]: default
+# kernels arm64-64k arm64-16k arm64-4k (Documentation/performance.rst).
+BENCH_KERNELS := $(if $(filter command line,$(origin KERNELS)),$(KERNELS),arm64-64k arm64-16k arm64-4k)
+bench: deps
+	@for k in $(BENCH_KERNELS); do \
+		qemu/lib/kernel $$k >/dev/null && qemu/lib/build-kmod $$k >/dev/null && \
+			qemu/lib/build-engine $$k >/dev/null || exit 1; \
+	done
+	@qemu/bench $(BENCH_ARGS) $(BENCH_KERNELS)
+
+# make check's one-repetition pass of one size on one kernel (arm64-64k when it
+# is among KERNELS): the benchmark scripts run end to end; no timing is judged.
+SMOKE_KERNEL := $(if $(filter arm64-64k,$(KERNELS)),arm64-64k,$(firstword $(KERNELS)))
+bench-smoke: kmod engine
+	@qemu/bench --smoke $(SMOKE_KERNEL)
+
 # The guests carry the tool, installed from its Debian package (packaging/deb.mk).
 GUEST_TOOLS := $(if $(wildcard packaging/deb.mk),deb,$(if $(wildcard tools/tools.mk),tools tools-arm64,))
 
@@ -57,13 +81,13 @@ matrix-check: matrix
 rig-test: kernels
 	@tests/rig-test
 
-guest-test: kmod $(GUEST_TOOLS)
+guest-test: kmod engine $(GUEST_TOOLS)
 	@tests/run-guest-tests $(KERNELS)
 
 kmod-lint: kernels
 	@tests/kmod-lint
 
-SHELL_SCRIPTS := qemu/run qemu/matrix $(filter-out %.py,$(wildcard qemu/lib/*)) qemu/rootfs/init \
+SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init \
 	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/rig-test tests/fetch-check \
 		tests/rig-host-test tests/dkms-check tests/deb-check packaging/build-deb) .ci/run
 
@@ -86,7 +110,7 @@ rig-host-test: deps
 # run in this order, each timed (qemu/lib/stages); make check stops at the first
 # that fails. `make tools-lint` alone also tidies the tests (about 30 s a file).
 CHECK_STAGES := deps lint-shell rig-host-test fetch-check tools-test tools-asan tools-lint \
-	kmod-lint kmod deb deb-lint dkms-check rig-test matrix-check guest-test
+	kmod-lint kmod deb deb-lint dkms-check rig-test matrix-check guest-test bench-smoke
 check:
 	@qemu/lib/stages TOOLS_TIDY_DIRS=tools/src $(if $(filter command line,$(origin KERNELS)),KERNELS="$(KERNELS)") $(CHECK_STAGES)
 

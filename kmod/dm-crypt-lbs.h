@@ -83,7 +83,11 @@ struct lbs_iv_ops {
 	const char *name;
 	int (*ctr)(struct lbs_config *cc, struct dm_target *ti,
 		   const char *opts);
+	/* takes its part of cc->key (after the cipher keys) when a key is set */
+	void (*init)(struct lbs_config *cc);
 	int (*gen)(struct lbs_config *cc, u8 *iv, struct lbs_req *lr);
+	/* after the request succeeded; may not sleep (a driver's completion) */
+	int (*post)(struct lbs_config *cc, u8 *iv, struct lbs_req *lr);
 	/* the request needs a scratch skcipher request for the IV (sleeps) */
 	bool needs_scratch;
 	/* the IV is the plain64 counter: made inline, gen() not called */
@@ -101,6 +105,9 @@ struct lbs_config {
 	unsigned int iv_size;
 	const struct lbs_iv_ops *iv_ops;
 	unsigned int benbi_shift;
+	unsigned int key_extra_size;	/* key bytes after the cipher keys */
+	struct crypto_shash *iv_hash;	/* lmk: md5; tcw: crc32 */
+	u8 *iv_seed;		/* lmk: seed block; tcw: IV seed, whitening */
 
 	unsigned int sector_size;
 	unsigned int sector_shift;	/* log2(sector_size) - SECTOR_SHIFT */
@@ -209,6 +216,7 @@ void lbs_free_cipher(struct lbs_config *cc);
 int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
 		  const char *ivmode);
 unsigned int lbs_iv_scratch_size(struct lbs_config *cc);
+void lbs_iv_dtr(struct lbs_config *cc);
 
 /* bounce.c */
 int lbs_bounce_init(struct lbs_config *cc);

@@ -136,6 +136,8 @@ static void lbs_crypt_done(LBS_ASYNC_ARG areq, int err)
 		complete(&io->restart);
 		return;
 	}
+	if (!err && cc->iv_ops && cc->iv_ops->post)
+		err = cc->iv_ops->post(cc, lbs_req_iv(cc, lr), lr);
 	if (err) {
 		DMERR_LIMIT("crypto error %d on sector %llu", err,
 			    (unsigned long long)lr->iv_sector);
@@ -253,6 +255,8 @@ static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 			io->req = NULL;	/* lbs_crypt_done() owns it now */
 		} else {
 			atomic_dec(&io->pending);
+			if (!r && cc->iv_ops && cc->iv_ops->post)
+				r = cc->iv_ops->post(cc, iv, lr);
 			if (r) {
 				DMERR_LIMIT("crypto error %d on sector %llu", r,
 					    (unsigned long long)lr->iv_sector);

@@ -16,12 +16,27 @@
  *   null       all zero
  *   eboiv      the byte offset (sector number times sector_size) as a
  *              little-endian block, encrypted with the volume key
+ *   lmk        loop-AES: the MD5 state (unfinished, no padding) after an
+ *              optional 64-byte seed block, bytes 16..511 of the plaintext
+ *              and a 16-byte sector block; reads decrypt with a zero IV and
+ *              then XOR the IV, made from the decrypted data, into the first
+ *              16 bytes.  512-byte sectors only.
+ *   tcw        TrueCrypt CBC: a seed XORed with the sector number, plus
+ *              "whitening": 8 bytes made from a second seed, the sector
+ *              number and CRC32, XORed over the whole ciphertext.  512-byte
+ *              sectors only.
+ * lmk's seed and tcw's seeds are the key bytes after the cipher keys.
  */
 
+#include <linux/highmem.h>
 #include <linux/kernel.h>
 #include <linux/log2.h>
 #include <linux/mm.h>
+#include <linux/slab.h>
 #include <linux/string.h>
+#include <crypto/algapi.h>
+#include <crypto/hash.h>
+#include <crypto/md5.h>
 
 #include "dm-crypt-lbs.h"
 
@@ -126,6 +141,241 @@ unsigned int lbs_iv_scratch_size(struct lbs_config *cc)
 	       crypto_skcipher_alignmask(cc->tfms[0]) + cc->iv_size;
 }
 
+/* The modes that work on their own key bytes: lmk and tcw */
+
+#define LBS_LMK_SEED_SIZE	64	/* one MD5 block */
+#define LBS_TCW_WHITENING	16
+
+static bool lbs_lr_write(struct lbs_req *lr)
+{
+	return bio_data_dir(lr->io->base) == WRITE;
+}
+
+/* Map the sector of a scatterlist entry (one page, see io.c). */
+static u8 *lbs_map_sector(struct scatterlist *sg)
+{
+	return (u8 *)kmap_local_page(sg_page(sg)) + sg->offset;
+}
+
+static void lbs_unmap_sector(u8 *data, struct scatterlist *sg)
+{
+	kunmap_local(data - sg->offset);
+}
+
+/* A 512-byte-sector mode with a keyed hash: the common part of its ctr. */
+static int lbs_iv_hash_ctr(struct lbs_config *cc, struct dm_target *ti,
+			   const char *mode, const char *hash,
+			   unsigned int seed_size)
+{
+	if (cc->sector_size != LBS_MIN_SECTOR_SIZE)
+		return lbs_reject(ti, "IV mode lmk/tcw takes 512-byte sectors only",
+				  "IV mode %s: sector_size %u; its format defines 512-byte sectors only",
+				  mode, cc->sector_size);
+	cc->iv_hash = crypto_alloc_shash(hash, 0, CRYPTO_ALG_ALLOCATES_MEMORY);
+	if (IS_ERR(cc->iv_hash)) {
+		int r = PTR_ERR(cc->iv_hash);
+
+		cc->iv_hash = NULL;
+		DMERR("IV mode %s: this kernel has no %s (%d)", mode, hash, r);
+		ti->error = "IV mode's hash not available in this kernel";
+		return r == -ENOENT ? -EINVAL : r;
+	}
+	cc->iv_seed = kzalloc(seed_size, GFP_KERNEL);
+	if (!cc->iv_seed) {
+		ti->error = "Cannot allocate the IV mode's seed";
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int lbs_iv_lmk_ctr(struct lbs_config *cc, struct dm_target *ti,
+			  const char *opts)
+{
+	int r;
+
+	r = lbs_iv_hash_ctr(cc, ti, "lmk", "md5", LBS_LMK_SEED_SIZE);
+	if (r)
+		return r;
+	if (cc->iv_size > MD5_DIGEST_SIZE)
+		return lbs_reject(ti, "lmk: the cipher's IV is longer than MD5's state",
+				  "lmk: IV of %u bytes, MD5 gives %u",
+				  cc->iv_size, MD5_DIGEST_SIZE);
+	/* a key of one part more than the key count: the last is the seed */
+	if (cc->key_size % cc->tfms_count)
+		cc->key_extra_size = cc->key_size / (cc->tfms_count + 1);
+	return 0;
+}
+
+/* lmk: the seed is the part after the cipher keys, its first 16 bytes */
+static void lbs_iv_lmk_init(struct lbs_config *cc)
+{
+	unsigned int n = min_t(unsigned int, cc->key_extra_size,
+			       MD5_DIGEST_SIZE);
+
+	memset(cc->iv_seed, 0, LBS_LMK_SEED_SIZE);
+	memcpy(cc->iv_seed, cc->key + cc->key_size - cc->key_extra_size, n);
+}
+
+/* lmk's IV of one 512-byte plaintext sector. */
+static int lbs_iv_lmk_one(struct lbs_config *cc, u8 *iv, struct lbs_req *lr,
+			  const u8 *data)
+{
+	SHASH_DESC_ON_STACK(desc, cc->iv_hash);
+	struct md5_state md5;
+	__le32 block[4];
+	int i, r;
+
+	desc->tfm = cc->iv_hash;
+	r = crypto_shash_init(desc);
+	if (!r && cc->key_extra_size)
+		r = crypto_shash_update(desc, cc->iv_seed, LBS_LMK_SEED_SIZE);
+	if (!r)
+		r = crypto_shash_update(desc, data + 16, LBS_MIN_SECTOR_SIZE - 16);
+	/* the sector number, cut to 56 bits, with loop-AES's constants */
+	block[0] = cpu_to_le32(lower_32_bits(lr->iv_sector));
+	block[1] = cpu_to_le32((upper_32_bits(lr->iv_sector) & 0x00ffffff) |
+			       0x80000000);
+	block[2] = cpu_to_le32(4024);
+	block[3] = 0;
+	if (!r)
+		r = crypto_shash_update(desc, (u8 *)block, sizeof(block));
+	/* the state as it stands: no MD5 padding, no length */
+	if (!r)
+		r = crypto_shash_export(desc, &md5);
+	shash_desc_zero(desc);
+	if (r)
+		return r;
+	for (i = 0; i < MD5_HASH_WORDS; i++)
+		put_unaligned_le32(md5.hash[i], iv + 4 * i);
+	memzero_explicit(&md5, sizeof(md5));
+	return 0;
+}
+
+static int lbs_iv_lmk_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
+{
+	u8 *data;
+	int r;
+
+	memset(iv, 0, cc->iv_size);
+	if (!lbs_lr_write(lr))
+		return 0;	/* made from the plaintext, in post */
+	data = lbs_map_sector(&lr->sg_in);
+	r = lbs_iv_lmk_one(cc, iv, lr, data);
+	lbs_unmap_sector(data, &lr->sg_in);
+	return r;
+}
+
+static int lbs_iv_lmk_post(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
+{
+	u8 *data;
+	int r;
+
+	if (lbs_lr_write(lr))
+		return 0;
+	data = lbs_map_sector(&lr->sg_out);
+	r = lbs_iv_lmk_one(cc, iv, lr, data);
+	if (!r)
+		crypto_xor(data, iv, cc->iv_size);
+	lbs_unmap_sector(data, &lr->sg_out);
+	return r;
+}
+
+static int lbs_iv_tcw_ctr(struct lbs_config *cc, struct dm_target *ti,
+			  const char *opts)
+{
+	int r;
+
+	r = lbs_iv_hash_ctr(cc, ti, "tcw", "crc32",
+			    cc->iv_size + LBS_TCW_WHITENING);
+	if (r)
+		return r;
+	if (cc->iv_size != 16)
+		return lbs_reject(ti, "tcw: the cipher's IV is not 16 bytes",
+				  "tcw: IV of %u bytes; TrueCrypt's ciphers have 16",
+				  cc->iv_size);
+	cc->key_extra_size = cc->iv_size + LBS_TCW_WHITENING;
+	if (cc->key_size <= cc->key_extra_size)
+		return lbs_reject(ti, "tcw: key too short for the seeds",
+				  "tcw: key of %u bytes; it needs the cipher's key, %u IV seed bytes and %u whitening bytes",
+				  cc->key_size, cc->iv_size, LBS_TCW_WHITENING);
+	return 0;
+}
+
+/* tcw: the IV seed, then the whitening seed, after the cipher keys */
+static void lbs_iv_tcw_init(struct lbs_config *cc)
+{
+	memcpy(cc->iv_seed, cc->key + cc->key_size - cc->key_extra_size,
+	       cc->key_extra_size);
+}
+
+/* XOR the sector's 8-byte whitening over one 512-byte sector of ciphertext. */
+static int lbs_iv_tcw_whiten(struct lbs_config *cc, struct lbs_req *lr,
+			     u8 *data)
+{
+	SHASH_DESC_ON_STACK(desc, cc->iv_hash);
+	u8 w[LBS_TCW_WHITENING], sector[8];
+	int i, r = 0;
+
+	put_unaligned_le64(lr->iv_sector, sector);
+	crypto_xor_cpy(w, cc->iv_seed + cc->iv_size, sector, 8);
+	crypto_xor_cpy(w + 8, cc->iv_seed + cc->iv_size + 8, sector, 8);
+	/* each 32-bit word replaced by its CRC32, then folded to 8 bytes */
+	desc->tfm = cc->iv_hash;
+	for (i = 0; i < 4 && !r; i++)
+		r = crypto_shash_digest(desc, w + 4 * i, 4, w + 4 * i);
+	shash_desc_zero(desc);
+	if (!r) {
+		crypto_xor(w, w + 12, 4);
+		crypto_xor(w + 4, w + 8, 4);
+		for (i = 0; i < LBS_MIN_SECTOR_SIZE; i += 8)
+			crypto_xor(data + i, w, 8);
+	}
+	memzero_explicit(w, sizeof(w));
+	return r;
+}
+
+static int lbs_iv_tcw_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
+{
+	u8 sector[8];
+	int r = 0;
+
+	if (!lbs_lr_write(lr)) {
+		/* reads decrypt in place: unwhiten the ciphertext first */
+		u8 *data = lbs_map_sector(&lr->sg_in);
+
+		r = lbs_iv_tcw_whiten(cc, lr, data);
+		lbs_unmap_sector(data, &lr->sg_in);
+	}
+	/* both halves of the 16-byte IV: seed XOR the sector number */
+	put_unaligned_le64(lr->iv_sector, sector);
+	crypto_xor_cpy(iv, cc->iv_seed, sector, 8);
+	crypto_xor_cpy(iv + 8, cc->iv_seed + 8, sector, 8);
+	return r;
+}
+
+static int lbs_iv_tcw_post(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
+{
+	u8 *data;
+	int r;
+
+	if (!lbs_lr_write(lr))
+		return 0;
+	data = lbs_map_sector(&lr->sg_out);
+	r = lbs_iv_tcw_whiten(cc, lr, data);
+	lbs_unmap_sector(data, &lr->sg_out);
+	return r;
+}
+
+/* Safe on any config: frees what lmk and tcw allocated. */
+void lbs_iv_dtr(struct lbs_config *cc)
+{
+	if (cc->iv_hash)
+		crypto_free_shash(cc->iv_hash);
+	cc->iv_hash = NULL;
+	kfree_sensitive(cc->iv_seed);
+	cc->iv_seed = NULL;
+}
+
 static const struct lbs_iv_ops lbs_iv_modes[] = {
 	{ .name = "plain", .gen = lbs_iv_plain_gen },
 	{ .name = "plain64", .gen = lbs_iv_plain64_gen, .counter64 = true },
@@ -135,11 +385,15 @@ static const struct lbs_iv_ops lbs_iv_modes[] = {
 	{ .name = "null", .gen = lbs_iv_null_gen },
 	{ .name = "eboiv", .ctr = lbs_iv_eboiv_ctr, .gen = lbs_iv_eboiv_gen,
 	  .needs_scratch = true },
+	{ .name = "lmk", .ctr = lbs_iv_lmk_ctr, .init = lbs_iv_lmk_init,
+	  .gen = lbs_iv_lmk_gen, .post = lbs_iv_lmk_post },
+	{ .name = "tcw", .ctr = lbs_iv_tcw_ctr, .init = lbs_iv_tcw_init,
+	  .gen = lbs_iv_tcw_gen, .post = lbs_iv_tcw_post },
 };
 
 /* dm-crypt IV modes this target refuses. */
 static const char * const lbs_iv_unsupported[] = {
-	"random", "lmk", "tcw", "elephant",
+	"random", "elephant",
 };
 
 int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
@@ -163,6 +417,6 @@ int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
 					  ivmode);
 	}
 	return lbs_reject(ti, "Unknown IV mode",
-			  "unknown IV mode \"%s\" (plain, plain64, plain64be, essiv:<hash>, benbi, null, eboiv)",
+			  "unknown IV mode \"%s\" (plain, plain64, plain64be, essiv:<hash>, benbi, null, eboiv, lmk, tcw)",
 			  ivmode);
 }

@@ -250,6 +250,7 @@ void lbs_free_cipher(struct lbs_config *cc)
 {
 	unsigned int i;
 
+	lbs_iv_dtr(cc);
 	if (cc->tfms) {
 		for (i = 0; i < cc->tfms_count; i++)
 			if (cc->tfms[i])
@@ -292,13 +293,6 @@ int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
 			       cc->cipher_string);
 		goto out;
 	}
-	if (cc->key_size % cc->tfms_count) {
-		r = lbs_reject(ti, "Key does not split into key-count equal keys",
-			       "key of %u bytes cannot be split into %u equal keys",
-			       cc->key_size, cc->tfms_count);
-		goto out;
-	}
-
 	r = lbs_alloc_tfms(ti, cc, api);
 	if (r)
 		goto out;
@@ -329,6 +323,14 @@ int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
 		if (r)
 			goto out;
 	}
+	/* the IV mode's own key bytes (key_extra_size) follow the cipher keys */
+	if (cc->key_size < cc->key_extra_size ||
+	    (cc->key_size - cc->key_extra_size) % cc->tfms_count) {
+		r = lbs_reject(ti, "Key does not split into key-count equal keys",
+			       "key of %u bytes (%u for the IV mode) cannot be split into %u equal keys",
+			       cc->key_size, cc->key_extra_size, cc->tfms_count);
+		goto out;
+	}
 
 	r = lbs_set_key(cc, key);
 	if (r) {
@@ -345,7 +347,8 @@ out:
 
 static int lbs_setkey_tfms(struct lbs_config *cc)
 {
-	unsigned int subkey = cc->key_size / cc->tfms_count;
+	unsigned int subkey = (cc->key_size - cc->key_extra_size) /
+			      cc->tfms_count;
 	unsigned int i;
 	int r, err = 0;
 
@@ -355,6 +358,8 @@ static int lbs_setkey_tfms(struct lbs_config *cc)
 		if (r)
 			err = r;
 	}
+	if (cc->iv_ops && cc->iv_ops->init)
+		cc->iv_ops->init(cc);
 	return err;
 }
 

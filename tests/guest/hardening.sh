@@ -178,20 +178,20 @@ echo 0 >"$params/max_bounce_pages"
 ok "bounce pages: 4 jobs x 1 MiB writes iodepth 4 under max_bounce_pages=1 verified; peak $peak <= 1 + reserve $reserve; all returned on remove"
 
 # --- 4. key messages racing suspend and resume -------------------------------------
-bytes=$((1 << 20))
+bytes=$((256 << 10))
 dmsetup create lbs-h --table "0 $((bytes / 512)) crypt_lbs aes-xts-plain64 $k64 0 $dev 0"
 head -c "$bytes" /dev/urandom >/tmp/h.big
 put /tmp/h.big "$(dm_blkdev lbs-h)"
 want_big=$(sha256sum </tmp/h.big | cut -d' ' -f1)
 (
-	for _ in $(seq 1 60); do
+	for _ in $(seq 1 25); do
 		dmsetup message lbs-h 0 key wipe 2>/dev/null || true
 		dmsetup message lbs-h 0 key set "$k64" 2>/dev/null || true
 	done
 ) &
 racer=$!
 wrong=0 eio=0 good=0
-for _ in $(seq 1 15); do
+for _ in $(seq 1 10); do
 	dmsetup suspend lbs-h
 	# a resume refused for a wiped key: set it and try again (the racer ends)
 	until dmsetup resume lbs-h 2>/dev/null; do
@@ -214,9 +214,9 @@ dmsetup message lbs-h 0 key set "$k64"
 dmsetup resume lbs-h
 got=$(sha_of "$(dm_blkdev lbs-h)" "$bytes" 65536)
 dm_remove lbs-h
-[ "$wrong" = 0 ] || fail "key messages racing resume: $wrong of 15 reads returned other bytes (a wiped key in use)"
+[ "$wrong" = 0 ] || fail "key messages racing resume: $wrong of 10 reads returned other bytes (a wiped key in use)"
 [ "$got" = "$want_big" ] || fail "key messages racing resume: after key set and resume the data differs"
-ok "key wipe/set racing suspend/resume: 15 reads, $good intact, $eio failed, 0 other bytes; data intact afterwards"
+ok "key wipe/set racing suspend/resume: 10 reads, $good intact, $eio failed, 0 other bytes; data intact afterwards"
 no_warnings "the key message race"
 
 # --- 5. key sizes ------------------------------------------------------------------

@@ -21,7 +21,10 @@ default_limit() {
 	case $1 in
 	fio) echo 300 ;;                         # two jobs per sector size, twice
 	compat | badinput | tool) echo 180 ;;    # many cases, many process starts
-	hardening) echo 300 ;;                   # 37 cipher cases, fio under a bounce bound
+	engine) echo 360 ;;                      # 20 ms a request; ~80 s on arm64-64k
+	hardening) echo 480 ;;                   # 37 cipher cases, fio under a bounce bound, a race
+	inline) echo 300 ;;                      # 5 traced runs, then 4 runs per asynchronous cipher
+	ivlegacy) echo 360 ;;                    # 7 tables, each written and read by both targets
 	*) echo 120 ;;
 	esac
 }

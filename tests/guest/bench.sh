@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# bench.sh [--reps N] [--runtime S] [--sizes "..."] [--engine-sizes "..."]
+#          [--ciphers "cpu engine"] [--limit-ms MS]: the guest half of `make bench`
+# (qemu/bench; issue 10 section 2). Needs stock as crypt and ours as crypt_lbs
+# (`--module both`), the engine (/lbs/kmod/lbs-engine.ko) and a 256 MiB ramdisk.
+#
+# For each cipher (cpu: aes-xts-plain64; engine: capi:lbs-engine-xts-aes-plain64),
+# sector size and fio job (seqread/seqwrite: 1 MiB blocks; randread/randwrite:
+# 64 KiB; direct, libaio, iodepth 4, time-based), N repetitions, each one
+# interleaving stock, ours, and ours with no_read_workqueue no_write_workqueue,
+# each on its own 64 MiB region of the ramdisk. Then the limits in the same
+# boot: the raw ramdisk per job (N runs), and per unit size the software
+# xts(aes) and the engine driven directly from inside the kernel
+# (/sys/kernel/lbs_engine/measure), encryption and decryption. Prints records
+# for the host (qemu/lib/bench.py reads them; MiB/s):
+#   BENCH-PLAN <steps>
+#   BENCH-INFO <key> <value...>
+#   BENCH-RUN <step> <target> <cipher> <flags|-> <sector_size> <job> <rep> <mibps>
+#   BENCH-LIMIT <step> <limit> <cipher> <sector_size> <job> <mibps>
+# A measurement that fails stops the run with a FAIL line saying which.
+set -euo pipefail
+# shellcheck source=tests/guest/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+reps=5 runtime=3 limit_ms=1000 ciphers="cpu engine"
+sizes="512 4096 $(page_size)"
+engine_sizes="4096 $(page_size)"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--reps) reps=$2; shift 2 ;;
+	--runtime) runtime=$2; shift 2 ;;
+	--sizes) sizes=$2; shift 2 ;;
+	--engine-sizes) engine_sizes=$2; shift 2 ;;
+	--ciphers) ciphers=$2; shift 2 ;;
+	--limit-ms) limit_ms=$2; shift 2 ;;
+	*) fail "unknown option '$1'" ;;
+	esac
+done
+# sorted_words "WORDS": the numbers, sorted, each once, on one line
+sorted_words() { tr -s ' ' '\n' <<<"$1" | sed '/^$/d' | sort -nu | tr '\n' ' '; }
+sizes=$(sorted_words "$sizes")
+engine_sizes=$(sorted_words "$engine_sizes")
+
+jobs="seqread seqwrite randread randwrite"
+ko=/lbs/kmod/lbs-engine.ko
+sysd=/sys/kernel/lbs_engine
+spec_engine=capi:lbs-engine-xts-aes-plain64
+region=$((64 << 11))	# 64 MiB in 512-byte sectors
+key=$(test_key 64)
+dev=/dev/ram0
+out=/tmp/bench-fio.json
+flags_ours="no_read_workqueue no_write_workqueue"
+
+[ "$(blockdev --getsize64 "$dev")" -ge $((256 << 20)) ] || fail "the ramdisk is smaller than 256 MiB (qemu/run --ramdisk 256)"
+[ -f "$ko" ] || fail "no $ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
+[ -n "$(target_version crypt_lbs)" ] || fail "ours is not loaded as crypt_lbs (qemu/run --module both)"
+insmod "$ko" || fail "insmod $ko failed: $(dmesg | tail -n 3)"
+on_exit rmmod lbs_engine
+for v in stock ours flags; do on_exit dm_remove "lbs-bench-$v"; done
+
+# the sizes each cipher runs at, and the variants at a size
+sizes_of() { if [ "$1" = engine ]; then echo "$engine_sizes"; else echo "$sizes"; fi; }
+variants() { if [ "$1" -le 4096 ]; then echo "stock ours flags"; else echo "ours flags"; fi; }
+
+steps=0
+for cipher in $ciphers; do
+	for ss in $(sizes_of "$cipher"); do
+		steps=$((steps + $(variants "$ss" | wc -w) * 4 * reps))
+	done
+done
+all_sizes=$(sorted_words "$sizes $engine_sizes")
+nlim=$(($(echo "$all_sizes" | wc -w) * 2))
+steps=$((steps + 4 * reps + nlim))
+case " $ciphers " in *" engine "*) steps=$((steps + nlim)) ;; esac
+printf 'BENCH-PLAN %s\n' "$steps"
+printf 'BENCH-INFO kernel_release %s\n' "$(uname -r)"
+printf 'BENCH-INFO page_size %s\n' "$(page_size)"
+printf 'BENCH-INFO targets stock=%s ours=%s\n' "$(target_version crypt)" "$(target_version crypt_lbs)"
+printf 'BENCH-INFO ours_srcversion %s\n' "$(modinfo -F srcversion /lbs/kmod/dm-crypt-lbs.ko 2>/dev/null || echo unknown)"
+for p in latency_us channels queue_depth error_rate_ppm; do
+	printf 'BENCH-INFO engine_%s %s\n' "$p" "$(cat "/sys/module/lbs_engine/parameters/$p")"
+done
+printf 'BENCH-INFO fio runtime=%ss reps=%s iodepth=4 direct libaio\n' "$runtime" "$reps"
+step=0
+
+# fio_mibps DEV JOB [fio options]: one fio run, its throughput in MiB/s
+fio_mibps() {
+	local dev=$1 job=$2 rw bs sec
+	shift 2
+	case $job in
+	seqread) rw=read bs=1m ;;
+	seqwrite) rw=write bs=1m ;;
+	randread) rw=randread bs=64k ;;
+	randwrite) rw=randwrite bs=64k ;;
+	esac
+	if ! fio --name=bench --filename="$dev" --rw="$rw" --bs="$bs" --direct=1 --ioengine=libaio \
+		--iodepth=4 --time_based --runtime="$runtime" --size=64m "$@" --output-format=json >"$out" 2>&1; then
+		cat "$out"
+		fail "fio $job on $dev failed"
+	fi
+	sec="read"
+	case $job in *write) sec="write" ;; esac
+	awk -v sec="$sec" '
+		$1 == "\"read\"" && $3 == "{" { s = "read" }
+		$1 == "\"write\"" && $3 == "{" { s = "write" }
+		$1 == "\"bw_bytes\"" && s == sec && !done { v = $3; sub(/,$/, "", v); done = 1 }
+		END { if (!done) exit 1; printf "%.2f\n", v / 1048576 }' "$out" ||
+		{ cat "$out"; fail "fio $job on $dev: no bw_bytes for $sec in its JSON output"; }
+}
+
+# measure WHAT OP SIZE: the in-kernel rate in MiB/s (measure.c); prints it
+measure() {
+	local what op size bytes ns reqs driver
+	echo "$1 $2 $3 $limit_ms" >"$sysd/measure" || fail "measure $1 $2 $3 failed: $(dmesg | tail -n 2)"
+	read -r what op size bytes ns reqs driver <"$sysd/measure"
+	[ "$what $op $size" = "$1 $2 $3" ] || fail "measure $1 $2 $3: the engine reported '$what $op $size'"
+	printf 'BENCH-INFO driver_%s %s (%s requests of %s bytes in %s ns)\n' "$what" "$driver" "$reqs" "$size" "$ns" >&2
+	awk -v b="$bytes" -v ns="$ns" 'BEGIN { printf "%.2f\n", b / 1048576 / (ns / 1e9) }'
+}
+
+# Every region written once: brd allocates a page on its first write, so
+# reads of a never-written region would measure nothing but zero pages.
+dd if=/dev/zero of="$dev" bs=1M count=256 oflag=direct status=none
+
+for cipher in $ciphers; do
+	spec=aes-xts-plain64
+	[ "$cipher" = cpu ] || spec=$spec_engine
+	for ss in $(sizes_of "$cipher"); do
+		vs=$(variants "$ss")
+		i=0
+		for v in $vs; do
+			target=crypt_lbs opts="1 sector_size:$ss"
+			[ "$v" != stock ] || target=crypt
+			[ "$v" != flags ] || opts="3 sector_size:$ss $flags_ours"
+			dmsetup create "lbs-bench-$v" --table "0 $region $target $spec $key 0 $dev $((i * region)) $opts" ||
+				fail "$cipher ss=$ss $v: the table was refused: $(ti_error)"
+			i=$((i + 1))
+		done
+		for job in $jobs; do
+			for rep in $(seq 1 "$reps"); do
+				for v in $vs; do
+					step=$((step + 1))
+					mibps=$(fio_mibps "$(dm_blkdev "lbs-bench-$v")" "$job")
+					tgt=lbscrypt flags=-
+					[ "$v" != stock ] || tgt=stock
+					[ "$v" != flags ] || flags=${flags_ours// /,}
+					printf 'BENCH-RUN %s %s %s %s %s %s %s %s\n' "$step" "$tgt" "$cipher" "$flags" "$ss" "$job" "$rep" "$mibps"
+				done
+			done
+		done
+		for v in $vs; do dm_remove "lbs-bench-$v"; done
+	done
+done
+
+# the limits
+for job in $jobs; do
+	for rep in $(seq 1 "$reps"); do
+		step=$((step + 1))
+		mibps=$(fio_mibps "$dev" "$job" --offset=192m)
+		printf 'BENCH-LIMIT %s ramdisk - 0 %s %s\n' "$step" "$job" "$mibps"
+	done
+done
+for what in cipher engine; do
+	[ "$what" = cipher ] || case " $ciphers " in *" engine "*) ;; *) continue ;; esac
+	label=cpu
+	[ "$what" = cipher ] || label=engine
+	for ss in $all_sizes; do
+		for op in encrypt decrypt; do
+			step=$((step + 1))
+			mibps=$(measure "$what" "$op" "$ss")
+			printf 'BENCH-LIMIT %s %s %s %s %s %s\n' "$step" "$what" "$label" "$ss" "$op" "$mibps"
+		done
+	done
+done
+ok "bench: $step steps"
