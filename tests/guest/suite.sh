@@ -20,7 +20,8 @@ here=$(dirname "$0")
 default_limit() {
 	case $1 in
 	fio) echo 300 ;;                         # two jobs per sector size, twice
-	compat | badinput | tool) echo 180 ;;    # many cases, many process starts
+	compat | badinput) echo 180 ;;           # many cases, many process starts
+	tool) echo 300 ;;                        # cryptsetup beside it for every case
 	engine) echo 360 ;;                      # 20 ms a request; ~80 s on arm64-64k
 	hardening) echo 480 ;;                   # 37 cipher cases, fio under a bounce bound, a race
 	inline) echo 300 ;;                      # 5 traced runs, then 4 runs per asynchronous cipher

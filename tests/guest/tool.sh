@@ -7,9 +7,19 @@
 #   the host's reference check (REFERENCE lines).
 # - a sector size above the page size is refused (one line, non-zero exit, no
 #   device), on 4K kernels that is 8192.
-# - the same passphrase (stdin, --hash sha256 and the default hash) and the same
-#   key file (with --keyfile-offset/--keyfile-size) give the same key and table in
-#   `lbscrypt open` as in `cryptsetup open --type plain` (dmsetup table --showkeys).
+# - the same passphrase (stdin; every hash below, the defaults, --key-file=-, -l)
+#   and the same key file (with --keyfile-offset/--keyfile-size) give the same key
+#   and table in `lbscrypt open` as in `cryptsetup open --type plain` (dmsetup
+#   table --showkeys); lbscrypt's defaults are cryptsetup 2.7's, so the guest's
+#   cryptsetup 2.6 is given them explicitly (issue 9, item 1).
+# - drop-in (issue 9, items 2, 4, 6): lbscrypt's mapping has the DM UUID
+#   CRYPT-PLAIN-<name>, lsblk shows TYPE crypt, `cryptsetup status` reports it as
+#   PLAIN with the same lines `lbscrypt status` prints (lbscrypt adds its own after
+#   them) and `cryptsetup close` removes it; status of a missing mapping, close of
+#   a missing one, open of an existing name and open of a missing device give
+#   cryptsetup's exit codes and texts; a regular file gets a loop device that
+#   goes away on close; negative numbers and an unaligned --skip are refused with
+#   one line and no device.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -74,15 +84,144 @@ same_key() {	# same_key WHAT STDIN ARGS...: open with both tools, compare the ta
 	[ "$c" = "$l" ] || fail "$what: the tables differ: cryptsetup '$c', lbscrypt '$l'"
 	ok "$what: same table and key as cryptsetup (${c:0:48}...)"
 }
-# cipher and key size always given: the tools' defaults differ by design
-# (cryptsetup 2.6 plain: aes-cbc-essiv:sha256/256, lbscrypt: aes-xts-plain64/256)
+# cipher and key size given: cryptsetup 2.6's defaults are not 2.7's, which lbscrypt has
 xts=(--cipher aes-xts-plain64 --key-size 512)
 same_key "passphrase on stdin, --hash sha256" $'correct horse battery staple\n' --hash sha256 "${xts[@]}"
 same_key "passphrase on stdin, --hash sha512, aes-cbc-essiv:sha256 256 bits" $'p4ss w0rd\n' \
 	--hash sha512 --cipher aes-cbc-essiv:sha256 --key-size 256
-same_key "passphrase on stdin, the default hash (ripemd160)" $'another passphrase\n' "${xts[@]}"
+same_key "passphrase on stdin, --hash ripemd160 (2.6's default)" $'another passphrase\n' \
+	--hash ripemd160 "${xts[@]}"
+same_key "--key-file=- (all of stdin, newlines kept), --hash sha256" $'line one\nline two\n' \
+	--key-file - --hash sha256 "${xts[@]}"
+same_key "passphrase on stdin cut by -l 5" $'long passphrase\n' -l 5 --hash sha256 "${xts[@]}"
+same_key "--key-file=- --hash plain (key bytes as they are)" \
+	'0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef' \
+	--key-file - --hash plain "${xts[@]}"
+# every hash: the same key as cryptsetup's, or refused by both
+for h in sha1 sha224 sha384 sha512 ripemd160 whirlpool sha3-256 sha3-512 sha256:20 plain; do
+	pass=$'hash test passphrase\n'
+	if printf '%s' "$pass" | cryptsetup open --type plain --size 2048 --hash "$h" "${xts[@]}" "$dev" lbs-cs 2>/dev/null; then
+		c=$(dmsetup table --showkeys lbs-cs)
+		cryptsetup close lbs-cs
+		printf '%s' "$pass" | lbscrypt open -q --type plain --size 2048 --hash "$h" "${xts[@]}" "$dev" lbs-tool ||
+			fail "--hash $h: cryptsetup opens it, lbscrypt open failed"
+		l=$(dmsetup table --showkeys lbs-tool)
+		lbscrypt close lbs-tool
+		[ "$c" = "$l" ] || fail "--hash $h: the tables differ: cryptsetup '$c', lbscrypt '$l'"
+		ok "--hash $h: same key as cryptsetup"
+	else
+		if printf '%s' "$pass" | lbscrypt open -q --type plain --size 2048 --hash "$h" "${xts[@]}" "$dev" lbs-tool 2>/dev/null; then
+			fail "--hash $h: cryptsetup refuses it, lbscrypt opened it"
+		fi
+		! dmsetup info lbs-tool >/dev/null 2>&1 || fail "--hash $h: lbscrypt's refusal left a device"
+		ok "--hash $h: refused by both"
+	fi
+done
+# lbscrypt's defaults are cryptsetup 2.7's: aes-xts-plain64, 256 bits, sha256
+pass=$'default passphrase\n'
+printf '%s' "$pass" | cryptsetup open --type plain --size 2048 --cipher aes-xts-plain64 --key-size 256 \
+	--hash sha256 "$dev" lbs-cs || fail "cryptsetup open with 2.7's defaults spelled out failed"
+c=$(dmsetup table --showkeys lbs-cs)
+cryptsetup close lbs-cs
+warn=$(printf '%s' "$pass" | lbscrypt open --type plain --size 2048 "$dev" lbs-tool 2>&1 >/dev/null) ||
+	fail "lbscrypt open with the defaults failed: $warn"
+l=$(dmsetup table --showkeys lbs-tool)
+lbscrypt close lbs-tool
+[ "$c" = "$l" ] || fail "defaults: lbscrypt '$l' is not cryptsetup 2.7's defaults '$c'"
+grep -q 'WARNING' <<<"$warn" || fail "defaults with a passphrase: no warning (as 2.7 gives); stderr: $warn"
+ok "defaults are cryptsetup 2.7's (aes-xts-plain64, 256 bits, sha256), with a warning"
 same_key "key file" "" --key-file "$key" "${xts[@]}"
 same_key "key file, --keyfile-offset 7 --keyfile-size 32, 256 bits" "" --key-file "$key" \
 	--keyfile-offset 7 --keyfile-size 32 --key-size 256 --cipher aes-cbc-essiv:sha256
 same_key "key file, --sector-size 4096 --iv-large-sectors --skip 8 --offset 16" "" --key-file "$key" \
 	"${xts[@]}" --sector-size 4096 --iv-large-sectors --skip 8 --offset 16
+
+# --- drop-in: identity, status, close and exit codes against cryptsetup (issue 9) ---
+lbscrypt open -q --type plain --key-file "$key" "${xts[@]}" --sector-size 4096 --skip 16 \
+	--size 2048 "$dev" lbs-tool || fail "lbscrypt open for the drop-in checks failed"
+uuid=$(dmsetup info -c --noheadings -o uuid lbs-tool)
+[ "$uuid" = CRYPT-PLAIN-lbs-tool ] || fail "DM UUID is '$uuid', cryptsetup sets CRYPT-PLAIN-lbs-tool"
+if command -v lsblk >/dev/null; then
+	t=$(lsblk -n -o TYPE /dev/mapper/lbs-tool) || fail "lsblk /dev/mapper/lbs-tool failed"
+	[ "$t" = crypt ] || fail "lsblk shows TYPE '$t' for lbscrypt's mapping, expected crypt"
+else
+	fail "no lsblk in the guest (util-linux): cannot check TYPE crypt"
+fi
+cs=$(cryptsetup status lbs-tool) || fail "cryptsetup status on lbscrypt's mapping failed:$(printf '\n%s' "$cs")"
+ls=$(lbscrypt status lbs-tool) || fail "lbscrypt status failed"
+grep -qE '^  type: +PLAIN$' <<<"$cs" || fail "cryptsetup status does not see PLAIN:$(printf '\n%s' "$cs")"
+n=$(wc -l <<<"$cs")
+[ "$(head -n "$n" <<<"$ls")" = "$cs" ] ||
+	fail "lbscrypt status does not begin with cryptsetup's lines:$(printf '\n--- cryptsetup\n%s\n--- lbscrypt\n%s' "$cs" "$ls")"
+[ "$(lbscrypt status /dev/mapper/lbs-tool | head -n 1)" = "/dev/mapper/lbs-tool is active." ] ||
+	fail "lbscrypt status /dev/mapper/lbs-tool does not find the mapping"
+dmsetup suspend lbs-tool
+cs=$(cryptsetup status lbs-tool) || true
+ls=$(lbscrypt status lbs-tool) || true
+dmsetup resume lbs-tool
+grep -q '(suspended)' <<<"$ls" || fail "lbscrypt status does not flag a suspended mapping:$(printf '\n%s' "$ls")"
+[ "$(head -n "$(wc -l <<<"$cs")" <<<"$ls")" = "$cs" ] ||
+	fail "suspended: lbscrypt status does not begin with cryptsetup's lines:$(printf '\n--- cryptsetup\n%s\n--- lbscrypt\n%s' "$cs" "$ls")"
+ok "lbscrypt's mapping: UUID $uuid, lsblk TYPE crypt, cryptsetup status agrees line for line (also suspended)"
+
+# exit codes: open of an existing name (5), close and status of a missing mapping (4)
+same_exit() {	# same_exit WHAT STDOUT? CMD-ARGS...: run `cryptsetup ARGS` and `lbscrypt ARGS`
+	local what=$1 cmp_out=$2 c_rc=0 l_rc=0 c_out l_out
+	shift 2
+	c_out=$(cryptsetup "$@" 2>/dev/null </dev/null) || c_rc=$?
+	l_out=$(lbscrypt "$@" 2>/dev/null </dev/null) || l_rc=$?
+	[ "$c_rc" = "$l_rc" ] || fail "$what: cryptsetup exits $c_rc, lbscrypt $l_rc"
+	[ "$c_rc" != 0 ] || fail "$what: both succeeded, expected a failure"
+	[ "$cmp_out" = no ] || [ "$c_out" = "$l_out" ] || fail "$what: cryptsetup says '$c_out', lbscrypt '$l_out'"
+	ok "$what: both exit $c_rc${l_out:+ ($l_out)}"
+}
+same_exit "open of an existing name" no open --type plain --key-file "$key" "${xts[@]}" --size 2048 "$dev" lbs-tool
+cryptsetup close lbs-tool || fail "cryptsetup close of lbscrypt's mapping failed"
+! dmsetup info lbs-tool >/dev/null 2>&1 || fail "cryptsetup close left lbscrypt's mapping"
+ok "cryptsetup close removes lbscrypt's mapping"
+same_exit "close of a missing mapping" no close lbs-tool
+same_exit "status of a missing mapping" yes status lbs-tool
+same_exit "status /dev/mapper/NAME of a missing mapping" yes status /dev/mapper/lbs-tool
+same_exit "open of a missing device" no open --type plain --key-file "$key" "${xts[@]}" /dev/lbs-absent lbs-tool
+! dmsetup info lbs-tool >/dev/null 2>&1 || fail "a failed open left a device"
+lbscrypt open -q --type plain --key-file "$key" "${xts[@]}" --size 2048 "$dev" lbs-tool ||
+	fail "lbscrypt open for the busy check failed"
+exec 7</dev/mapper/lbs-tool
+l_rc=0 c_rc=0
+lbscrypt close lbs-tool 2>/dev/null || l_rc=$?
+cryptsetup close lbs-tool 2>/dev/null || c_rc=$?
+exec 7<&-
+dmsetup info lbs-tool >/dev/null 2>&1 || fail "close of a mapping in use removed it"
+if [ "$l_rc" != "$c_rc" ] || [ "$l_rc" = 0 ]; then
+	fail "close of a mapping in use: lbscrypt exits $l_rc, cryptsetup $c_rc"
+fi
+lbscrypt close lbs-tool || fail "lbscrypt close after the holder went away failed"
+ok "close of a mapping in use: both exit $l_rc, the mapping stays"
+
+# a regular file: a loop device, detached again on close
+img=/tmp/tool.img
+dd if=/dev/zero of="$img" bs=64k count=16 status=none
+on_exit rm -f "$img"
+lbscrypt open -q --type plain --key-file "$key" "${xts[@]}" "$img" lbs-tool ||
+	fail "lbscrypt open on the regular file $img failed"
+loopdev=$(lbscrypt status lbs-tool | sed -n 's/^  device: *//p')
+case $loopdev in /dev/loop*) ;; *) fail "a regular file is mapped through '$loopdev', not a loop device" ;; esac
+lbscrypt status lbs-tool | grep -qE "^  loop: +$img$" || fail "lbscrypt status does not name $img as the loop's file"
+pattern 65536 >/tmp/tool.small
+put /tmp/tool.small /dev/mapper/lbs-tool 65536
+[ "$(sha_of /dev/mapper/lbs-tool 65536 65536)" = "$(sha256sum </tmp/tool.small | cut -d' ' -f1)" ] ||
+	fail "the data does not read back through the loop device"
+lbscrypt close lbs-tool || fail "lbscrypt close of the file-backed mapping failed"
+sleep 0.5
+! [ -s "/sys/block/${loopdev#/dev/}/loop/backing_file" ] || fail "$loopdev still attached after close"
+ok "regular file: $loopdev attached, data round trip, detached on close"
+
+# numbers: no wrap-around; iv_offset on a sector boundary
+for bad in "--size -1" "--skip -8" "--offset -2048" "--size 18446744073709551616" "--sector-size 4096 --skip 1"; do
+	# shellcheck disable=SC2086 # the words are options
+	if out=$(lbscrypt table --key-file "$key" $bad "$dev" 2>&1); then
+		fail "lbscrypt table $bad succeeded: $out"
+	fi
+	[ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "table $bad: the refusal is not one line: $out"
+	ok "table $bad refused: $out"
+done

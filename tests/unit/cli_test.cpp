@@ -47,6 +47,13 @@ class DevicesRef final : public lbscrypt::BlockDevices {
     return fake_.has_luks_header(p);
   }
   std::string resolve(std::string_view mm) override { return fake_.resolve(mm); }
+  bool is_regular_file(const std::string &p) override { return fake_.is_regular_file(p); }
+  lbscrypt::Result<lbscrypt::LoopDevice> attach_loop(const std::string &f, bool ro) override {
+    return fake_.attach_loop(f, ro);
+  }
+  std::optional<std::string> loop_backing_file(const std::string &d) override {
+    return fake_.loop_backing_file(d);
+  }
 
  private:
   FakeBlockDevices &fake_;
@@ -62,6 +69,9 @@ struct Cli {
   std::ostringstream out;
   std::ostringstream err;
   int kernels_made = 0;
+  bool stdin_tty = false;
+  bool stdout_tty = false;
+  int prompts = 0;
 
   Cli() { devices.sizes["/dev/ram0"] = 64ULL * 1024 * 1024; }
 
@@ -75,6 +85,15 @@ struct Cli {
       return std::make_unique<KernelRef>(kernel);
     };
     services.make_devices = [this] { return std::make_unique<DevicesRef>(devices); };
+    services.stdin_is_terminal = stdin_tty;
+    services.stdout_is_terminal = stdout_tty;
+    services.make_terminal = [this](const lbscrypt::cli::TerminalOptions &) {
+      return lbscrypt::TerminalReader([this](std::size_t) {
+        ++prompts;
+        const char *pass = "correct horse";
+        return lbscrypt::Result<lbscrypt::SecretBuffer>(lbscrypt::SecretBuffer(pass, 13));
+      });
+    };
     return lbscrypt::cli::run(args, out, err, services);
   }
 };
@@ -107,7 +126,7 @@ TEST_CASE("cli table: options in cryptsetup's names and units", "[cli]") {
                           "-o",
                           "8",
                           "-p",
-                          "100",
+                          "104",
                           "-b",
                           "1024",
                           "--allow-discards",
@@ -121,7 +140,7 @@ TEST_CASE("cli table: options in cryptsetup's names and units", "[cli]") {
   CHECK(cli.err.str().empty());
   REQUIRE(rc == 0);
   CHECK(cli.out.str() ==
-        "0 1024 crypt aes-cbc-essiv:sha256 101112131415161718191a1b1c1d1e1f 100 /dev/ram0 8 6 "
+        "0 1024 crypt aes-cbc-essiv:sha256 101112131415161718191a1b1c1d1e1f 104 /dev/ram0 8 6 "
         "allow_discards same_cpu_crypt submit_from_crypt_cpus no_read_workqueue "
         "no_write_workqueue sector_size:4096\n");
 }
@@ -131,7 +150,7 @@ TEST_CASE("cli table: refusals are one line, exit non-zero, print no table", "[c
   SECTION("stock version") {
     cli.kernel.version = lbscrypt::TargetVersion{1, 28, 0};
     CHECK(cli.run({"table", "--sector-size", "65536", "-d", kKeyFile, "/dev/ram0"}) ==
-          lbscrypt::cli::kExitRefused);
+          lbscrypt::cli::kExitInvalid);
     CHECK(cli.err.str() ==
           "lbscrypt: this kernel's crypt is v1.28.0; sector_size 65536 needs "
           "v1.30.0: load dm-crypt-lbs\n");
@@ -139,20 +158,20 @@ TEST_CASE("cli table: refusals are one line, exit non-zero, print no table", "[c
   SECTION("page size") {
     cli.kernel.page = 4096;
     CHECK(cli.run({"table", "--sector-size", "16384", "-d", kKeyFile, "/dev/ram0"}) ==
-          lbscrypt::cli::kExitRefused);
+          lbscrypt::cli::kExitInvalid);
     CHECK_THAT(cli.err.str(), Catch::Contains("exceeds the page size 4096"));
   }
   SECTION("LUKS header") {
     cli.devices.luks["/dev/ram0"] = true;
     CHECK(cli.run({"table", "--sector-size", "8192", "-d", kKeyFile, "/dev/ram0"}) ==
-          lbscrypt::cli::kExitLuksRefused);
+          lbscrypt::cli::kExitInvalid);
   }
   SECTION("not a power of two") {
     CHECK(cli.run({"table", "--sector-size", "3000", "-d", kKeyFile, "/dev/ram0"}) ==
           lbscrypt::cli::kExitInvalid);
   }
   SECTION("missing key file") {
-    CHECK(cli.run({"table", "-d", "/nonexistent/key", "/dev/ram0"}) == lbscrypt::cli::kExitKey);
+    CHECK(cli.run({"table", "-d", "/nonexistent/key", "/dev/ram0"}) == lbscrypt::cli::kExitInvalid);
   }
   SECTION("bad --assume-version") {
     CHECK(cli.run({"table", "--assume-version", "1.30", "--assume-page-size", "4096", "--size", "8",
@@ -169,13 +188,13 @@ TEST_CASE("cli table: refusals are one line, exit non-zero, print no table", "[c
   CHECK(cli.kernel.creates == 0);
 }
 
-TEST_CASE("cli usage errors exit 2", "[cli]") {
+TEST_CASE("cli usage errors exit 1, as cryptsetup's", "[cli]") {
   Cli cli;
-  CHECK(cli.run({}) == lbscrypt::cli::kExitUsage);
-  CHECK(cli.run({"frobnicate"}) == lbscrypt::cli::kExitUsage);
-  CHECK(cli.run({"table", "--sector-size", "4096abc", "/dev/x"}) == lbscrypt::cli::kExitUsage);
-  CHECK(cli.run({"table", "--no-such-option", "/dev/x"}) == lbscrypt::cli::kExitUsage);
-  CHECK(cli.run({"open", "/dev/ram0"}) == lbscrypt::cli::kExitUsage);  // no name
+  CHECK(cli.run({}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.run({"frobnicate"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.run({"table", "--sector-size", "4096abc", "/dev/x"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.run({"table", "--no-such-option", "/dev/x"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.run({"open", "/dev/ram0"}) == lbscrypt::cli::kExitInvalid);  // no name
   CHECK_THAT(cli.err.str(), Catch::StartsWith("lbscrypt: "));
 }
 
@@ -193,7 +212,7 @@ TEST_CASE("cli help and version", "[cli]") {
 TEST_CASE("cli check: text and JSON", "[cli]") {
   Cli cli;
   cli.kernel.version = lbscrypt::TargetVersion{1, 28, 0};
-  CHECK(cli.run({"check", "--sector-size", "65536"}) == lbscrypt::cli::kExitRefused);
+  CHECK(cli.run({"check", "--sector-size", "65536"}) == lbscrypt::cli::kExitInvalid);
   CHECK_THAT(cli.out.str(), Catch::Contains("crypt target:             v1.28.0") &&
                                 Catch::Contains("largest plain sector size: 4096") &&
                                 Catch::Contains("needs v1.30.0: load dm-crypt-lbs"));
@@ -210,7 +229,7 @@ TEST_CASE("cli check: text and JSON", "[cli]") {
   CHECK(j["reason"].is_null());
 
   CHECK(cli.run({"check", "--sector-size", "8192", "--type", "luks", "--json"}) ==
-        lbscrypt::cli::kExitLuksRefused);
+        lbscrypt::cli::kExitInvalid);
   CHECK(nlohmann::json::parse(cli.out.str())["loads"] == false);
 
   cli.kernel.version.reset();
@@ -218,7 +237,7 @@ TEST_CASE("cli check: text and JSON", "[cli]") {
   CHECK(nlohmann::json::parse(cli.out.str())["target_version"].is_null());
 
   cli.kernel.fail_list = true;
-  CHECK(cli.run({"check"}) == lbscrypt::cli::kExitKernel);
+  CHECK(cli.run({"check"}) == lbscrypt::cli::kExitInvalid);
 }
 
 TEST_CASE("cli table --json carries the line and the facts", "[cli]") {
@@ -256,11 +275,12 @@ TEST_CASE("cli open, status, close", "[cli]") {
   CHECK(j["dm_device"] == "/dev/dm-0");
   CHECK(cli.out.str().find(kKeyHex) == std::string::npos);
 
-  CHECK(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "big"}) == lbscrypt::cli::kExitRefused);
+  CHECK(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "big"}) == lbscrypt::cli::kExitBusy);
+  CHECK(cli.err.str() == "lbscrypt: Device big already exists.\n");
   CHECK(cli.run({"close", "big"}) == 0);
   CHECK(cli.kernel.mappings.empty());
-  CHECK(cli.run({"close", "big"}) == lbscrypt::cli::kExitNotFound);
-  CHECK(cli.run({"status", "big"}) == lbscrypt::cli::kExitNotFound);
+  CHECK(cli.run({"close", "big"}) == lbscrypt::cli::kExitDevice);
+  CHECK(cli.run({"status", "big"}) == lbscrypt::cli::kExitDevice);
 }
 
 TEST_CASE("cli open refuses what it must not do", "[cli]") {
@@ -270,6 +290,172 @@ TEST_CASE("cli open refuses what it must not do", "[cli]") {
         lbscrypt::cli::kExitInvalid);
   cli.kernel.version = lbscrypt::TargetVersion{1, 28, 0};
   CHECK(cli.run({"open", "--sector-size", "65536", "-d", kKeyFile, "/dev/ram0", "x"}) ==
-        lbscrypt::cli::kExitRefused);
+        lbscrypt::cli::kExitInvalid);
   CHECK(cli.kernel.creates == 0);
+}
+
+TEST_CASE("cli numbers: negatives, junk and overflow are refused with one line", "[cli]") {
+  Cli cli;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--size", "-1"},
+      {"--skip", "-8"},
+      {"--offset", "-2048"},
+      {"--size", "18446744073709551616"},
+      {"--sector-size", "4096abc"},
+      {"--sector-size", "4294971392"},
+      {"--keyfile-offset", "+1"},
+      {"--keyfile-size", "1e3"},
+      {"--key-size", " 256"},
+      {"--timeout", "-5"},
+  };
+  for (const auto &[option, value] : bad) {
+    INFO(option << " " << value);
+    CHECK(cli.run({"table", option, value, "-d", kKeyFile, "/dev/ram0"}) ==
+          lbscrypt::cli::kExitInvalid);
+    CHECK(cli.out.str().empty());
+    CHECK_THAT(cli.err.str(), Catch::StartsWith(std::string("lbscrypt: ")
+                                                    .append(option)
+                                                    .append(" '")
+                                                    .append(value)
+                                                    .append("' is not a number")));
+    const std::string err = cli.err.str();
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  }
+  CHECK(cli.kernel.creates == 0);
+}
+
+TEST_CASE("cli table: an unaligned --skip is refused", "[cli]") {
+  Cli cli;
+  CHECK(cli.run({"table", "--sector-size", "4096", "--skip", "1", "-d", kKeyFile, "/dev/ram0"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.out.str().empty());
+  CHECK_THAT(cli.err.str(), Catch::Contains("--skip 1 is not a multiple of sector size 4096"));
+}
+
+TEST_CASE("cli table: no device-mapper needed up to 4096", "[cli]") {
+  Cli cli;
+  cli.kernel.fail_list = true;
+  REQUIRE(cli.run({"table", "--sector-size", "4096", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::EndsWith(" 0 /dev/ram0 0 1 sector_size:4096\n"));
+  REQUIRE(cli.run({"table", "--json", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK(nlohmann::json::parse(cli.out.str())["target_version"] == "unknown");
+  CHECK(cli.run({"table", "--sector-size", "8192", "-d", kKeyFile, "/dev/ram0"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.out.str().empty());
+  CHECK_THAT(cli.err.str(), Catch::Contains("pass --assume-version"));
+}
+
+TEST_CASE("cli table: the key is not printed to a terminal without --showkeys", "[cli]") {
+  Cli cli;
+  cli.stdout_tty = true;
+  REQUIRE(cli.run({"table", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK(cli.out.str().find(kKeyHex) == std::string::npos);
+  CHECK_THAT(cli.out.str(), Catch::Contains(" " + std::string(64, '0') + " 0 /dev/ram0 0"));
+  CHECK_THAT(cli.err.str(), Catch::Contains("--showkeys"));
+  REQUIRE(cli.run({"table", "--json", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK(cli.out.str().find(kKeyHex) == std::string::npos);
+  REQUIRE(cli.run({"table", "--showkeys", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::Contains(kKeyHex));
+  cli.stdout_tty = false;
+  REQUIRE(cli.run({"table", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::Contains(kKeyHex));
+  CHECK(cli.err.str().empty());
+}
+
+TEST_CASE("cli open: the gate runs before the passphrase prompt", "[cli]") {
+  Cli cli;
+  cli.stdin_tty = true;
+  cli.kernel.version = lbscrypt::TargetVersion{1, 28, 0};
+  CHECK(cli.run({"open", "--sector-size", "65536", "/dev/ram0", "x"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.prompts == 0);
+  CHECK_THAT(cli.err.str(), Catch::Contains("needs v1.30.0"));
+  cli.kernel.version = lbscrypt::TargetVersion{1, 30, 0};
+  REQUIRE(cli.run({"open", "-c", "aes-xts-plain64", "-s", "256", "-h", "sha256", "--sector-size",
+                   "65536", "/dev/ram0", "x"}) == 0);
+  CHECK(cli.prompts == 1);
+  // sha256("correct horse"), from the fake terminal
+  CHECK_THAT(std::string(cli.kernel.mappings.at("x").line.params.view()),
+             Catch::Contains("4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631"));
+}
+
+TEST_CASE("cli open: a passphrase with defaults warns as cryptsetup 2.7 does", "[cli]") {
+  Cli cli;
+  cli.stdin_tty = true;
+  REQUIRE(cli.run({"open", "/dev/ram0", "x"}) == 0);
+  CHECK_THAT(cli.err.str(), Catch::StartsWith("WARNING: ") && Catch::Contains("sha256"));
+  REQUIRE(cli.run({"close", "x"}) == 0);
+  REQUIRE(cli.run({"open", "-q", "/dev/ram0", "x"}) == 0);
+  CHECK(cli.err.str().empty());
+}
+
+TEST_CASE("cli exit codes and messages are cryptsetup's", "[cli]") {
+  Cli cli;
+  REQUIRE(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "x"}) == 0);
+  CHECK(cli.kernel.mappings.at("x").info.uuid == "CRYPT-PLAIN-x");
+  CHECK(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "x"}) == 5);
+  CHECK(cli.run({"open", "-d", kKeyFile, "/dev/absent", "y"}) == 4);
+  CHECK_THAT(cli.err.str(), Catch::Contains("/dev/absent"));
+  cli.kernel.mappings.at("x").info.open_count = 1;
+  CHECK(cli.run({"close", "x"}) == 5);
+  CHECK(cli.err.str() == "lbscrypt: Device x is still in use.\n");
+  cli.kernel.mappings.at("x").info.open_count = 0;
+  CHECK(cli.run({"close", "-v", "/dev/mapper/x"}) == 0);
+  CHECK(cli.out.str() == "Command successful.\n");
+  CHECK(cli.run({"close", "x"}) == 4);
+  CHECK(cli.err.str() == "lbscrypt: Device x is not active.\n");
+  CHECK(cli.run({"status", "x"}) == 4);
+  CHECK(cli.out.str() == "/dev/mapper/x is inactive.\n");
+  CHECK(cli.run({"status", "/dev/mapper/x"}) == 4);
+  CHECK(cli.out.str() == "/dev/mapper/x is inactive.\n");
+  CHECK(cli.run({"table", "--bogus", "/dev/ram0"}) == 1);
+  CHECK(cli.run({"open", "-d", "/nonexistent/key", "/dev/ram0", "y"}) == 1);
+  cli.devices.regular_files["/dev/ram0"] = true;
+  CHECK(cli.run({"table", "-d", kKeyFile, "/dev/ram0"}) == 4);
+  CHECK_THAT(cli.err.str(), Catch::Contains("regular file"));
+}
+
+TEST_CASE("cli status: cryptsetup's format, plus sector size, dm device and target", "[cli]") {
+  Cli cli;
+  REQUIRE(cli.run({"open", "-d", kKeyFile, "--sector-size", "4096", "--skip", "8",
+                   "--allow-discards", "--size", "2048", "/dev/ram0", "x"}) == 0);
+  cli.kernel.mappings.at("x").info.suspended = true;
+  REQUIRE(cli.run({"status", "/dev/mapper/x"}) == 0);
+  CHECK(cli.out.str() ==
+        "/dev/mapper/x is active.\n"
+        "  type:    PLAIN\n"
+        "  cipher:  aes-xts-plain64\n"
+        "  keysize: 256 bits\n"
+        "  key location: dm-crypt\n"
+        "  device:  /dev/ram0\n"
+        "  sector size:  4096\n"
+        "  offset:  0 sectors\n"
+        "  size:    2048 sectors\n"
+        "  skipped: 8 sectors\n"
+        "  mode:    read/write (suspended)\n"
+        "  flags:   discards \n"
+        "  dm device: /dev/dm-0\n"
+        "  target:  crypt v1.30.0\n");
+  lbscrypt::CreateRequest linear;
+  linear.name = "lin";
+  linear.target_type = "linear";
+  linear.length = 8;
+  linear.params.append("7:0 0");
+  REQUIRE(cli.kernel.create(linear).ok());
+  REQUIRE(cli.run({"status", "lin"}) == 0);
+  CHECK(cli.out.str() == "/dev/mapper/lin is active.\n  type:    n/a\n");
+}
+
+TEST_CASE("cli open: a regular file through a loop device, shown by status", "[cli]") {
+  Cli cli;
+  cli.devices.sizes["/srv/disk.img"] = 1024ULL * 1024;
+  cli.devices.regular_files["/srv/disk.img"] = true;
+  REQUIRE(cli.run({"open", "-d", kKeyFile, "/srv/disk.img", "img"}) == 0);
+  CHECK_THAT(std::string(cli.kernel.mappings.at("img").line.params.view()),
+             Catch::Contains(" /dev/loop0 0"));
+  // The fake resolves "/dev/loop0" as given; the real one reads /sys/dev/block.
+  cli.kernel.mappings.at("img").line.params = lbscrypt::SecretBuffer();
+  cli.kernel.mappings.at("img").line.params.append("aes-xts-plain64 " + kKeyHex + " 0 7:0 0");
+  REQUIRE(cli.run({"status", "img"}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::Contains("  device:  /dev/loop0\n  loop:    /srv/disk.img\n"));
 }

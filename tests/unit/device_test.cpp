@@ -47,7 +47,8 @@ TEST_CASE("a missing device is a device error naming the path", "[device]") {
   const auto size = devices->size_bytes("/nonexistent/lbscrypt-dev");
   REQUIRE_FALSE(size.ok());
   CHECK(size.error().code == lbscrypt::Errc::device);
-  CHECK_THAT(size.error().message, Catch::Contains("/nonexistent/lbscrypt-dev"));
+  CHECK_THAT(size.error().message,
+             Catch::StartsWith("Device /nonexistent/lbscrypt-dev does not exist or access denied"));
 }
 
 TEST_CASE("LUKS headers are found by libcryptsetup, zeros are not LUKS", "[device]") {

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <sstream>
 #include <string>
 
 #include "lbscrypt/device.hpp"
@@ -55,10 +57,20 @@ class FakeKernel final : public Kernel {
       if (value < 512 || value > bound || (value & (value - 1)) != 0) {
         return make_error(Errc::kernel, "the kernel refused: Invalid argument");
       }
+      // dm-crypt: "Invalid iv_offset sector" unless it starts on an encryption sector.
+      std::istringstream fields(params);
+      std::string cipher_word;
+      std::string key_word;
+      unsigned long long iv_offset = 0;
+      fields >> cipher_word >> key_word >> iv_offset;
+      if (iv_offset % (value / 512) != 0) {
+        return make_error(Errc::kernel, "the kernel refused: Invalid iv_offset sector");
+      }
       params.replace(pos + 12, arg.size(), recorded_override.value_or(std::to_string(value)));
     }
     Mapping m;
     m.info.name = request.name;
+    m.info.uuid = request.uuid;
     m.info.major = 253;
     m.info.minor = static_cast<std::uint32_t>(mappings.size());
     m.info.read_only = request.read_only;
@@ -120,6 +132,31 @@ class FakeBlockDevices final : public BlockDevices {
   }
   std::string resolve(std::string_view major_minor) override {
     return major_minor == "7:0" ? "/dev/loop0" : std::string(major_minor);
+  }
+
+  // Regular files (by path) and the loop devices attached to them.
+  std::map<std::string, bool, std::less<>> regular_files;
+  std::map<std::string, std::string, std::less<>> loops;  // /dev/loopN -> file
+  std::weak_ptr<int> last_hold;
+  bool fail_loop = false;
+
+  bool is_regular_file(const std::string &path) override {
+    const auto it = regular_files.find(path);
+    return it != regular_files.end() && it->second;
+  }
+  Result<LoopDevice> attach_loop(const std::string &file, bool /*read_only*/) override {
+    if (fail_loop) {
+      return make_error(Errc::device, "no free loop device for " + file);
+    }
+    const std::string path = "/dev/loop" + std::to_string(loops.size());
+    loops[path] = file;
+    auto hold = std::make_shared<int>(-1);
+    last_hold = hold;
+    return LoopDevice{path, hold};
+  }
+  std::optional<std::string> loop_backing_file(const std::string &device) override {
+    const auto it = loops.find(device);
+    return it == loops.end() ? std::nullopt : std::optional(it->second);
   }
 };
 

@@ -92,18 +92,20 @@ TEST_CASE("without a hash the material is the key", "[keys]") {
   const auto key = lbscrypt::make_plain_key(plan, text("abcdefgh"));
   REQUIRE(key.ok());
   CHECK(key->view() == "abcd");
+  // A short passphrase (--hash plain) is padded with zeros, as libcryptsetup does; a short
+  // key file never gets here (read_key_material refuses it).
   const auto short_key = lbscrypt::make_plain_key(plan, text("abc"));
-  REQUIRE_FALSE(short_key.ok());
-  CHECK_THAT(short_key.error().message, Catch::Contains("3 bytes"));
+  REQUIRE(short_key.ok());
+  CHECK(hex(*short_key) == "61626300");
 }
 
 TEST_CASE("the plan follows cryptsetup's rules", "[keys]") {
   KeyOptions o;
-  SECTION("terminal: default hash ripemd160") {
+  SECTION("terminal: default hash sha256 (cryptsetup 2.7)") {
     const auto plan = lbscrypt::plan_plain_key(o, true);
     REQUIRE(plan.ok());
     CHECK(plan->source == KeyPlan::Source::terminal);
-    CHECK(plan->hash == "ripemd160");
+    CHECK(plan->hash == "sha256");
     CHECK(plan->key_bytes == 32U);
   }
   SECTION("stdin without --key-file: one line") {
@@ -129,7 +131,7 @@ TEST_CASE("the plan follows cryptsetup's rules", "[keys]") {
     const auto plan = lbscrypt::plan_plain_key(o, false);
     REQUIRE(plan.ok());
     CHECK(plan->source == KeyPlan::Source::stdin_all);
-    CHECK(plan->hash == "ripemd160");
+    CHECK(plan->hash == "sha256");
     CHECK(plan->read_limit == 10U);
   }
   SECTION("--hash plain uses the passphrase as the key") {
@@ -210,4 +212,52 @@ TEST_CASE("a terminal passphrase comes from the reader", "[keys]") {
   REQUIRE(key.ok());
   CHECK(asked == lbscrypt::kMaxTerminalPassphrase);
   CHECK(hex(key->key) == "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631");
+}
+
+TEST_CASE("terminal input follows cryptsetup: --key-file=- prompts, -l does not cut", "[keys]") {
+  KeyOptions o;
+  o.key_file = "-";
+  o.keyfile_size = 4;
+  o.hash = "sha256";
+  const auto plan = lbscrypt::plan_plain_key(o, true);
+  REQUIRE(plan.ok());
+  CHECK(plan->source == KeyPlan::Source::terminal);
+  CHECK(plan->read_limit == 0U);
+  int asked = 0;
+  const lbscrypt::TerminalReader reader = [&](std::size_t) {
+    ++asked;
+    return lbscrypt::Result<SecretBuffer>(text("correct horse"));
+  };
+  const auto key = lbscrypt::derive_plain_key(o, true, reader);
+  REQUIRE(key.ok());
+  CHECK(asked == 1);
+  // sha256("correct horse"), the whole line: -l 4 did not cut it to "corr"
+  CHECK(hex(key->key) == "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631");
+}
+
+TEST_CASE("a passphrase with a default draws the 2.7 warning; a key file does not", "[keys]") {
+  KeyOptions o;
+  const auto warned = lbscrypt::plan_plain_key(o, false);
+  REQUIRE(warned.ok());
+  REQUIRE(warned->warnings.size() == 1);
+  CHECK_THAT(warned->warnings[0], Catch::Contains("aes-xts-plain64") &&
+                                      Catch::Contains("256 bits") && Catch::Contains("sha256") &&
+                                      Catch::Contains("ripemd160"));
+  o.cipher_given = true;
+  o.key_size_given = true;
+  o.hash = "sha256";
+  CHECK(lbscrypt::plan_plain_key(o, false)->warnings.empty());
+  o.hash.reset();
+  CHECK(lbscrypt::plan_plain_key(o, false)->warnings.size() == 1);
+  o.quiet = true;
+  CHECK(lbscrypt::plan_plain_key(o, false)->warnings.empty());
+  KeyOptions file;
+  file.key_file = "/k";
+  CHECK(lbscrypt::plan_plain_key(file, false)->warnings.empty());
+}
+
+TEST_CASE("the default hash is sha256", "[keys]") {
+  CHECK(std::string(lbscrypt::kDefaultPlainHash) == "sha256");
+  CHECK(std::string(lbscrypt::kDefaultCipher) == "aes-xts-plain64");
+  CHECK(lbscrypt::kDefaultKeyBits == 256U);
 }

@@ -15,7 +15,7 @@ using lbscrypt::test::FakeKernel;
 
 namespace {
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
+constexpr std::uint64_t kMiB = 1024ULL * 1024;
 
 struct Fixture {
   FakeKernel kernel;
@@ -32,13 +32,13 @@ struct Fixture {
 
   static SecretBuffer key() { return {"0123456789abcdef0123456789abcdef", 32}; }
 
-  [[nodiscard]] std::string table_line() {
+  [[nodiscard]] std::string table_line() const {
     const auto t = lbscrypt::build_table(request, key(), env);
     REQUIRE(t.ok());
     return std::string(lbscrypt::format_table_line(*t).view());
   }
 
-  [[nodiscard]] lbscrypt::Error refusal() {
+  [[nodiscard]] lbscrypt::Error refusal() const {
     const auto t = lbscrypt::build_table(request, key(), env);
     REQUIRE_FALSE(t.ok());
     CHECK(kernel.creates == 0);  // nothing touched
@@ -61,14 +61,14 @@ TEST_CASE("offset, skip, size and flags go where the kernel expects them", "[ope
   Fixture f;
   f.request.sector_size = 4096;
   f.request.offset = 2048;
-  f.request.skip = 7;
+  f.request.skip = 56;
   f.request.size = 8192;
   f.request.allow_discards = true;
   f.request.no_read_workqueue = true;
   f.request.same_cpu_crypt = true;
   const std::string line = f.table_line();
   CHECK_THAT(line, Catch::StartsWith("0 8192 crypt aes-xts-plain64 "));
-  CHECK_THAT(line, Catch::EndsWith(" 7 /dev/ram0 2048 4 allow_discards same_cpu_crypt "
+  CHECK_THAT(line, Catch::EndsWith(" 56 /dev/ram0 2048 4 allow_discards same_cpu_crypt "
                                    "no_read_workqueue sector_size:4096"));
 }
 
@@ -118,7 +118,7 @@ TEST_CASE("refusals: gate, page size, alignment, LUKS", "[operations]") {
     CHECK_THAT(f.refusal().message, Catch::Contains("--offset 8 is not a multiple"));
   }
   SECTION("offset past the end") {
-    f.request.offset = 64 * 2048;
+    f.request.offset = 64ULL * 2048;
     CHECK_THAT(f.refusal().message, Catch::Contains("is not inside device"));
   }
   SECTION("size past the end") {
@@ -198,13 +198,17 @@ TEST_CASE("open, status and close through the kernel interface", "[operations]")
 
   const auto again = lbscrypt::open_mapping("big", *t, false, f.env);
   REQUIRE_FALSE(again.ok());
-  CHECK_THAT(again.error().message, Catch::Contains("already exists"));
+  CHECK(again.error().code == Errc::exists);
+  CHECK(again.error().message == "Device big already exists.");
+  CHECK(f.kernel.mappings.at("big").info.uuid == "CRYPT-PLAIN-big");
 
   const auto status = lbscrypt::mapping_status("big", f.env);
   REQUIRE(status.ok());
   CHECK(status->sector_size == 65536U);
   CHECK(status->key_bits == 256U);
   CHECK(status->target_version == TargetVersion{1, 30, 0});
+  CHECK(status->type == "PLAIN");
+  CHECK(status->key_location == "dm-crypt");
   // status never carries the key
   const auto &key = std::get<SecretBuffer>(status->table.key);
   CHECK(key == SecretBuffer(32));
@@ -214,6 +218,111 @@ TEST_CASE("open, status and close through the kernel interface", "[operations]")
   const auto gone = lbscrypt::close_mapping("big", f.env);
   REQUIRE_FALSE(gone.ok());
   CHECK(gone.error().code == Errc::not_found);
+  CHECK(gone.error().message == "Device big is not active.");
+}
+
+TEST_CASE("iv_offset must start on an encryption sector", "[operations]") {
+  Fixture f;
+  f.request.sector_size = 4096;
+  f.request.skip = 1;
+  const auto e = f.refusal();
+  CHECK(e.code == Errc::refused);
+  CHECK_THAT(e.message, Catch::Contains("--skip 1") && Catch::Contains("4096"));
+  f.request.skip = 8;
+  CHECK_THAT(f.table_line(), Catch::Contains(" 8 /dev/ram0 0 1 sector_size:4096"));
+}
+
+TEST_CASE("a kernel that refuses an unaligned iv_offset (the fake) is what predict foresees",
+          "[operations]") {
+  // The fake kernel applies dm-crypt's rule on its own; a table that slips past the
+  // library's checks with an unaligned iv_offset is refused there.
+  Fixture f;
+  lbscrypt::CryptTable t;
+  t.length = 8;
+  t.cipher = "aes-xts-plain64";
+  t.key = Fixture::key();
+  t.iv_offset = 3;
+  t.device = "/dev/ram0";
+  t.options.sector_size_arg = "4096";
+  const auto opened = lbscrypt::open_mapping("odd", t, false, f.env);
+  REQUIRE_FALSE(opened.ok());
+  CHECK_THAT(opened.error().message, Catch::Contains("iv_offset"));
+  CHECK(lbscrypt::predict(t, TargetVersion{1, 30, 0}, 65536).outcome == lbscrypt::Outcome::refused);
+}
+
+TEST_CASE("without device-mapper a table up to 4096 still works; above it says what to pass",
+          "[operations]") {
+  Fixture f;
+  f.kernel.fail_list = true;
+  f.request.sector_size = 4096;
+  CHECK_THAT(f.table_line(), Catch::EndsWith(" 0 /dev/ram0 0 1 sector_size:4096"));
+  f.request.sector_size = 512;
+  CHECK_THAT(f.table_line(), Catch::EndsWith(" 0 /dev/ram0 0"));
+  f.request.sector_size = 8192;
+  const auto e = f.refusal();
+  CHECK(e.code == Errc::kernel);
+  CHECK_THAT(e.message, Catch::Contains("pass --assume-version"));
+  f.env.assume_version = TargetVersion{1, 30, 0};
+  CHECK_THAT(f.table_line(), Catch::EndsWith("sector_size:8192"));
+}
+
+TEST_CASE("a regular file gets a loop device, released after the mapping holds it",
+          "[operations]") {
+  Fixture f;
+  f.devices.sizes["/tmp/disk.img"] = kMiB;
+  f.devices.regular_files["/tmp/disk.img"] = true;
+  f.request.device = "/tmp/disk.img";
+  const auto t = lbscrypt::build_table(f.request, Fixture::key(), f.env);
+  REQUIRE(t.ok());
+  const auto opened = lbscrypt::open_mapping("img", *t, false, f.env);
+  REQUIRE(opened.ok());
+  CHECK(opened->loop_file == "/tmp/disk.img");
+  CHECK_THAT(std::string(f.kernel.mappings.at("img").line.params.view()),
+             Catch::Contains(" /dev/loop0 0"));
+  CHECK(f.devices.last_hold.expired());  // our descriptor is closed: autoclear can detach
+  f.devices.fail_loop = true;
+  const auto failed = lbscrypt::open_mapping("img2", *t, false, f.env);
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.error().code == Errc::device);
+  CHECK_FALSE(f.kernel.mappings.contains("img2"));
+}
+
+TEST_CASE("close refuses a mapping in use; status reads type and key location", "[operations]") {
+  Fixture f;
+  lbscrypt::CreateRequest luks;
+  luks.name = "l2";
+  luks.uuid = "CRYPT-LUKS2-0123456789abcdef0123456789abcdef-l2";
+  luks.length = 8;
+  luks.params.append(":32:logon:cryptsetup:0123 0 7:0 4096");
+  REQUIRE(f.kernel.create(luks).ok());
+  f.kernel.mappings.at("l2").info.open_count = 1;
+  f.kernel.mappings.at("l2").info.suspended = true;
+  const auto busy = lbscrypt::close_mapping("l2", f.env);
+  REQUIRE_FALSE(busy.ok());
+  CHECK(busy.error().code == Errc::busy);
+  CHECK(busy.error().message == "Device l2 is still in use.");
+  CHECK(f.kernel.removes == 0);
+  const auto st = lbscrypt::mapping_status("l2", f.env);
+  REQUIRE(st.ok());
+  CHECK(st->type == "LUKS2");
+  CHECK(st->key_location == "keyring");
+  CHECK(st->key_bits == 256U);
+  CHECK(st->device.suspended);
+  CHECK(st->device_path == "/dev/loop0");
+}
+
+TEST_CASE("names and UUIDs as cryptsetup makes and reads them", "[operations]") {
+  CHECK(lbscrypt::mapping_name("/dev/mapper/x") == "x");
+  CHECK(lbscrypt::mapping_name("x") == "x");
+  CHECK(lbscrypt::mapping_name("/dev/mapper/") == "/dev/mapper/");
+  CHECK(lbscrypt::plain_uuid("data") == "CRYPT-PLAIN-data");
+  CHECK(lbscrypt::type_from_uuid("CRYPT-PLAIN-data") == "PLAIN");
+  CHECK(lbscrypt::type_from_uuid("CRYPT-LUKS1-abc-x") == "LUKS1");
+  CHECK(lbscrypt::type_from_uuid("CRYPT-LUKS2-abc-x") == "LUKS2");
+  CHECK(lbscrypt::type_from_uuid("") == "n/a");
+  CHECK(lbscrypt::type_from_uuid("LVM-abc") == "n/a");
+  CHECK(lbscrypt::type_from_uuid("CRYPT-PLAIN") == "n/a");
+  CHECK(lbscrypt::type_from_uuid("CRYPT-TEMP-x") == "n/a");
 }
 
 TEST_CASE("a mapping that reads back differently is removed again", "[operations]") {

@@ -5,12 +5,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "lbscrypt/result.hpp"
 
 namespace lbscrypt {
+
+// A loop device attached to a regular file. It is attached with autoclear: once `hold` (the
+// descriptor that keeps it) is released and no mapping uses it, the kernel detaches it.
+struct LoopDevice {
+  std::string path;           // /dev/loopN
+  std::shared_ptr<int> hold;  // the open descriptor; releasing it closes it
+};
 
 class BlockDevices {
  public:
@@ -27,6 +35,12 @@ class BlockDevices {
   [[nodiscard]] virtual Result<bool> has_luks_header(const std::string &path) = 0;
   // "/dev/NAME" for "MAJOR:MINOR" when sysfs knows it, else the argument unchanged.
   [[nodiscard]] virtual std::string resolve(std::string_view major_minor) = 0;
+  // True for a regular file (which needs a loop device before device-mapper can use it).
+  [[nodiscard]] virtual bool is_regular_file(const std::string &path) = 0;
+  // Attaches a free loop device to a regular file, as cryptsetup does (autoclear).
+  [[nodiscard]] virtual Result<LoopDevice> attach_loop(const std::string &file, bool read_only) = 0;
+  // The file behind /dev/loopN, when the device is a loop device with one.
+  [[nodiscard]] virtual std::optional<std::string> loop_backing_file(const std::string &device) = 0;
 };
 
 [[nodiscard]] std::unique_ptr<BlockDevices> make_system_block_devices();

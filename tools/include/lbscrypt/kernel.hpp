@@ -18,6 +18,7 @@ namespace lbscrypt {
 
 struct DeviceInfo {
   std::string name;
+  std::string uuid;  // the DM UUID ("CRYPT-PLAIN-<name>" for cryptsetup's plain mappings)
   std::uint32_t major = 0;
   std::uint32_t minor = 0;
   bool suspended = false;
@@ -38,6 +39,7 @@ struct TargetLine {
 
 struct CreateRequest {
   std::string name;
+  std::string uuid;  // empty: none
   std::string target_type = "crypt";
   std::uint64_t length = 0;  // 512-byte sectors
   SecretBuffer params;
@@ -59,6 +61,7 @@ class Kernel {
   [[nodiscard]] virtual std::uint32_t page_size() = 0;
   // Create + load + resume, waiting for udev where it runs.
   [[nodiscard]] virtual Result<DeviceInfo> create(const CreateRequest &request) = 0;
+  // Errc::busy when the mapping is open, Errc::not_found when there is none.
   [[nodiscard]] virtual Result<void> remove(std::string_view name) = 0;
   // Errc::not_found when no such mapping exists.
   [[nodiscard]] virtual Result<DeviceInfo> info(std::string_view name) = 0;

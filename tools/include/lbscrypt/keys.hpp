@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// Plain-mode keys, derived exactly as `cryptsetup open --type plain` (cryptsetup 2.6) does:
+// Plain-mode keys, derived exactly as `cryptsetup open --type plain` does (cryptsetup 2.6 and
+// 2.7 read and hash alike; only their defaults differ, and lbscrypt takes 2.7's):
 // - a key file (not "-") is the key itself: key-size bytes from --keyfile-offset, no hashing,
 //   --hash and --keyfile-size ignored;
-// - otherwise the passphrase (terminal: one line without its newline; stdin without
-//   --key-file: up to the first newline; --key-file=-: everything, up to --keyfile-size) is
-//   hashed with --hash (default ripemd160) through libcryptsetup; --hash plain uses it as is.
+// - otherwise the passphrase is hashed with --hash (default sha256) through libcryptsetup;
+//   --hash plain uses it as is. From a terminal (with or without --key-file=-): one line
+//   without its newline, --keyfile-size ignored, --keyfile-offset refused; from standard
+//   input without --key-file: up to the first newline; --key-file=- not on a terminal:
+//   everything, up to --keyfile-size.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +23,9 @@ namespace lbscrypt {
 
 inline constexpr const char *kDefaultCipher = "aes-xts-plain64";
 inline constexpr std::uint32_t kDefaultKeyBits = 256;
-inline constexpr const char *kDefaultPlainHash = "ripemd160";  // cryptsetup 2.6 plain default
-inline constexpr std::size_t kMaxTerminalPassphrase = 512;     // cryptsetup's tty limit
+// cryptsetup 2.7's plain defaults (2.6: aes-cbc-essiv:sha256, ripemd160, 256 bits).
+inline constexpr const char *kDefaultPlainHash = "sha256";
+inline constexpr std::size_t kMaxTerminalPassphrase = 512;  // cryptsetup's tty limit
 
 struct KeyOptions {
   std::uint32_t key_size_bits = kDefaultKeyBits;
@@ -29,6 +33,11 @@ struct KeyOptions {
   std::optional<std::string> key_file;  // "-" is standard input
   std::uint64_t keyfile_offset = 0;
   std::optional<std::uint32_t> keyfile_size;
+  // Whether --cipher and --key-size were given: a passphrase used with any default draws
+  // the warning cryptsetup 2.7 gives.
+  bool cipher_given = false;
+  bool key_size_given = false;
+  bool quiet = false;  // -q: no warnings
 };
 
 // How the key will be made, decided from the options alone.

@@ -28,7 +28,8 @@ struct Environment {
 
 struct KnownCapabilities {
   Capabilities caps;
-  bool target_loaded = true;  // false: no crypt target registered yet (version unknown)
+  bool target_loaded = true;     // false: no crypt target registered yet (version unknown)
+  bool target_reachable = true;  // false: device-mapper could not be asked (version unknown)
 };
 
 [[nodiscard]] Result<KnownCapabilities> capabilities(const Environment &env);
@@ -50,10 +51,25 @@ struct MappingRequest {
   MappingType type = MappingType::plain;
 };
 
-// Validates the request against the kernel (gate), the device (size, LUKS header) and the
-// key, and returns a table this kernel loads exactly as written. Nothing is touched.
+// Validates the request against the kernel (gate), the device (size, LUKS header) and returns
+// the table this kernel loads exactly as written, without its key (EmptyKey). Nothing is
+// touched and no key is asked for: a refusal comes before any prompt. Up to 4096 no
+// device-mapper is needed (every crypt target takes those sizes); above, its version is.
+[[nodiscard]] Result<CryptTable> prepare_table(const MappingRequest &request,
+                                               const Environment &env);
+
+// prepare_table() with the key filled in.
 [[nodiscard]] Result<CryptTable> build_table(const MappingRequest &request, SecretBuffer key,
                                              const Environment &env);
+
+// A mapping named as cryptsetup takes it: NAME or /dev/mapper/NAME.
+[[nodiscard]] std::string mapping_name(std::string_view argument);
+
+// The DM UUID cryptsetup gives a plain mapping: CRYPT-PLAIN-<name>.
+[[nodiscard]] std::string plain_uuid(std::string_view name);
+
+// The device type cryptsetup reports for a DM UUID ("PLAIN", "LUKS2", ...; "n/a" for none).
+[[nodiscard]] std::string type_from_uuid(std::string_view uuid);
 
 struct CheckReport {
   KnownCapabilities known;
@@ -70,22 +86,31 @@ struct CheckReport {
 struct OpenResult {
   DeviceInfo device;
   CryptTable table;
+  std::optional<std::string> loop_file;  // the regular file behind the loop device attached
 };
 
-[[nodiscard]] Result<OpenResult> open_mapping(const std::string &name, const CryptTable &table,
+// Creates the mapping with DM UUID CRYPT-PLAIN-<name>. A regular file gets a loop device first
+// (autoclear: it goes away with the mapping). Errc::exists when the name is taken.
+[[nodiscard]] Result<OpenResult> open_mapping(const std::string &name, CryptTable table,
                                               bool read_only, const Environment &env);
 
+// Errc::not_found when there is no such mapping, Errc::busy when it is in use.
 [[nodiscard]] Result<void> close_mapping(const std::string &name, const Environment &env);
 
 struct StatusReport {
   DeviceInfo device;
-  CryptTable table;  // the key replaced by zeros
+  std::string type;          // from the DM UUID: PLAIN, LUKS1, LUKS2, ... or n/a
+  bool is_crypt = true;      // false: not a single target of env.target_type
+  CryptTable table;          // the key replaced by zeros
+  std::string key_location;  // "keyring" for a keyring reference, else "dm-crypt"
   std::string device_path;
+  std::optional<std::string> loop_file;
   std::uint32_t sector_size = 512;
   std::uint32_t key_bits = 0;
   std::optional<TargetVersion> target_version;
 };
 
+// Errc::not_found when there is no such mapping.
 [[nodiscard]] Result<StatusReport> mapping_status(const std::string &name, const Environment &env);
 
 }  // namespace lbscrypt

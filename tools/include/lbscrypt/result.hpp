@@ -16,7 +16,10 @@ enum class Errc {
   key,               // key material could not be read or derived
   device,            // the block device could not be opened or measured
   kernel,            // device-mapper failed or is unavailable
-  not_found,         // no such mapping
+  not_found,         // no such mapping (or the device named is not there)
+  exists,            // a mapping of that name already exists
+  busy,              // the mapping is in use
+  permission,        // not allowed: not root, or /dev/mapper/control refused
 };
 
 struct Error {

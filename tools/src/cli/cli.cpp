@@ -3,8 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
 #include <CLI/CLI.hpp>
+
 #include <algorithm>
+#include <limits>
 #include <ostream>
 
 #include "lbscrypt/numbers.hpp"
@@ -17,35 +20,72 @@ namespace lbscrypt::cli {
 
 namespace {
 
+// Numbers are taken as text and go through the library's one strict decimal parser: a sign,
+// a space, junk or overflow is refused instead of wrapping.
+struct Numbers {
+  std::string offset;
+  std::string skip;
+  std::string size;
+  std::string sector_size = "512";
+  std::string key_size;
+  std::string keyfile_offset;
+  std::string keyfile_size;
+  std::string assume_page_size;
+  std::string check_sector_size;
+  std::string timeout;
+};
+
 // Everything the options fill in.
 struct Options {
   MappingRequest mapping;
   KeyOptions key;
+  Numbers numbers;
   std::string type = "plain";
   std::string assume_version;
   std::uint32_t assume_page_size = 0;
   std::string target_type = "crypt";
   std::string name;
-  std::uint64_t check_sector_size = 0;
+  std::optional<std::uint64_t> check_sector_size;
   bool json = false;
   bool read_only = false;
+  bool show_keys = false;
+  bool verify = false;
+  unsigned timeout_s = 0;
+  bool quiet = false;
+  bool verbose = false;
+  bool debug = false;
 };
 
 struct Parsed {
-  CLI::Option *size = nullptr;
+  CLI::Option *cipher = nullptr;
+  CLI::Option *key_size = nullptr;
   CLI::Option *hash = nullptr;
   CLI::Option *key_file = nullptr;
+  CLI::Option *offset = nullptr;
+  CLI::Option *skip = nullptr;
+  CLI::Option *size = nullptr;
+  CLI::Option *sector_size = nullptr;
+  CLI::Option *keyfile_offset = nullptr;
   CLI::Option *keyfile_size = nullptr;
   CLI::Option *assume_version = nullptr;
   CLI::Option *assume_page_size = nullptr;
   CLI::Option *check_sector_size = nullptr;
+  CLI::Option *timeout = nullptr;
 };
+
+bool given(const CLI::Option *option) { return option != nullptr && option->count() != 0; }
+
+void add_common_flags(CLI::App &cmd, Options &o) {
+  cmd.add_flag("--verbose,-v", o.verbose, "Say \"Command successful.\" at the end");
+  cmd.add_flag("--debug", o.debug, "Print what is decided, and why, on standard error");
+  cmd.add_flag("--batch-mode,-q", o.quiet, "No warnings");
+}
 
 void add_environment_options(CLI::App &cmd, Options &o, Parsed &p) {
   p.assume_version = cmd.add_option("--assume-version", o.assume_version,
                                     "Crypt target version X.Y.Z to plan for instead of the "
                                     "running kernel's");
-  p.assume_page_size = cmd.add_option("--assume-page-size", o.assume_page_size,
+  p.assume_page_size = cmd.add_option("--assume-page-size", o.numbers.assume_page_size,
                                       "Page size in bytes to plan for instead of this kernel's");
   cmd.add_option("--target", o.target_type,
                  "Device-mapper target name (crypt_lbs when loaded beside the stock module)")
@@ -55,21 +95,25 @@ void add_environment_options(CLI::App &cmd, Options &o, Parsed &p) {
 void add_mapping_options(CLI::App &cmd, Options &o, Parsed &p) {
   MappingRequest &m = o.mapping;
   KeyOptions &k = o.key;
-  cmd.add_option("--cipher,-c", m.cipher, "Cipher specification")->capture_default_str();
-  cmd.add_option("--key-size,-s", k.key_size_bits, "Key size in bits")->capture_default_str();
+  Numbers &n = o.numbers;
+  p.cipher = cmd.add_option("--cipher,-c", m.cipher,
+                            "Cipher specification (default aes-xts-plain64, as cryptsetup 2.7; "
+                            "2.6: aes-cbc-essiv:sha256)");
+  p.key_size = cmd.add_option("--key-size,-s", n.key_size, "Key size in bits (default 256)");
   p.hash = cmd.add_option("--hash,-h", k.hash.emplace(),
-                          "Passphrase hash (default ripemd160, as cryptsetup 2.6 plain)");
+                          "Passphrase hash (default sha256, as cryptsetup 2.7; 2.6: ripemd160)");
   p.key_file = cmd.add_option("--key-file,-d", k.key_file.emplace(),
                               "Read the key from a file (used as is) or '-' for stdin");
-  cmd.add_option("--keyfile-offset", k.keyfile_offset, "Bytes to skip in the key file");
-  p.keyfile_size = cmd.add_option("--keyfile-size,-l", k.keyfile_size.emplace(),
-                                  "Bytes to read from the key file");
-  cmd.add_option("--offset,-o", m.offset, "Start on the device, in 512-byte sectors");
-  cmd.add_option("--skip,-p", m.skip, "IV offset, in 512-byte sectors");
-  p.size = cmd.add_option("--size,-b", m.size.emplace(),
+  p.keyfile_offset =
+      cmd.add_option("--keyfile-offset", n.keyfile_offset, "Bytes to skip in the key file");
+  p.keyfile_size =
+      cmd.add_option("--keyfile-size,-l", n.keyfile_size, "Bytes to read from the key file");
+  p.offset = cmd.add_option("--offset,-o", n.offset, "Start on the device, in 512-byte sectors");
+  p.skip = cmd.add_option("--skip,-p", n.skip, "IV offset, in 512-byte sectors");
+  p.size = cmd.add_option("--size,-b", n.size,
                           "Size in 512-byte sectors (default: the rest of the device)");
-  cmd.add_option("--sector-size", m.sector_size, "Encryption sector size in bytes")
-      ->capture_default_str();
+  p.sector_size = cmd.add_option("--sector-size", n.sector_size,
+                                 "Encryption sector size in bytes (default 512)");
   cmd.add_flag("--iv-large-sectors", m.iv_large_sectors, "IV counts sector-size units");
   cmd.add_flag("--allow-discards", m.allow_discards, "Pass discards through");
   cmd.add_flag("--perf-same_cpu_crypt", m.same_cpu_crypt, "dm-crypt same_cpu_crypt");
@@ -77,23 +121,89 @@ void add_mapping_options(CLI::App &cmd, Options &o, Parsed &p) {
                "dm-crypt submit_from_crypt_cpus");
   cmd.add_flag("--perf-no_read_workqueue", m.no_read_workqueue, "dm-crypt no_read_workqueue");
   cmd.add_flag("--perf-no_write_workqueue", m.no_write_workqueue, "dm-crypt no_write_workqueue");
+  cmd.add_flag("--verify-passphrase,-y", o.verify, "Ask for the passphrase twice");
+  p.timeout = cmd.add_option("--timeout,-t", n.timeout,
+                             "Seconds to wait for a passphrase on a terminal (0: no limit)");
   add_environment_options(cmd, o, p);
+  add_common_flags(cmd, o);
 }
 
-// Unset optional options go back to "absent" after parsing.
-void settle(Options &o, const Parsed &p) {
-  if (p.size != nullptr && p.size->count() == 0) {
-    o.mapping.size.reset();
+template <class T>
+Result<T> number(std::string_view option, const std::string &text) {
+  const auto value = parse_decimal_u64(text);
+  if (!value || *value > std::numeric_limits<T>::max()) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("{} '{}' is not a number: give decimal digits only, 0 to {}",
+                                  option, text, std::numeric_limits<T>::max()));
   }
-  if (p.hash != nullptr && p.hash->count() == 0) {
+  return static_cast<T>(*value);
+}
+
+// Reads every number option that was given into its typed field.
+// NOLINTNEXTLINE(readability-function-cognitive-complexity)
+Result<void> settle(Options &o, const Parsed &p) {
+  const Numbers &n = o.numbers;
+  const auto u64 = [](const char *name, const std::string &text, std::uint64_t &out) {
+    auto v = number<std::uint64_t>(name, text);
+    if (v) {
+      out = *v;
+      return Result<void>();
+    }
+    return Result<void>(v.error());
+  };
+  const auto u32 = [](const char *name, const std::string &text, std::uint32_t &out) {
+    auto v = number<std::uint32_t>(name, text);
+    if (v) {
+      out = *v;
+      return Result<void>();
+    }
+    return Result<void>(v.error());
+  };
+  std::uint64_t size = 0;
+  std::uint32_t keyfile_size = 0;
+  std::uint32_t timeout = 0;
+  std::uint64_t check_size = 0;
+  const std::pair<const CLI::Option *, std::function<Result<void>()>> steps[] = {
+      {p.offset, [&] { return u64("--offset", n.offset, o.mapping.offset); }},
+      {p.skip, [&] { return u64("--skip", n.skip, o.mapping.skip); }},
+      {p.size, [&] { return u64("--size", n.size, size); }},
+      {p.sector_size, [&] { return u32("--sector-size", n.sector_size, o.mapping.sector_size); }},
+      {p.key_size, [&] { return u32("--key-size", n.key_size, o.key.key_size_bits); }},
+      {p.keyfile_offset,
+       [&] { return u64("--keyfile-offset", n.keyfile_offset, o.key.keyfile_offset); }},
+      {p.keyfile_size, [&] { return u32("--keyfile-size", n.keyfile_size, keyfile_size); }},
+      {p.assume_page_size,
+       [&] { return u32("--assume-page-size", n.assume_page_size, o.assume_page_size); }},
+      {p.check_sector_size, [&] { return u64("--sector-size", n.check_sector_size, check_size); }},
+      {p.timeout, [&] { return u32("--timeout", n.timeout, timeout); }},
+  };
+  for (const auto &[option, step] : steps) {
+    if (given(option)) {
+      if (auto r = step(); !r) {
+        return r;
+      }
+    }
+  }
+  if (given(p.size)) {
+    o.mapping.size = size;
+  }
+  if (given(p.keyfile_size)) {
+    o.key.keyfile_size = keyfile_size;
+  }
+  if (given(p.check_sector_size)) {
+    o.check_sector_size = check_size;
+  }
+  o.timeout_s = timeout;
+  if (!given(p.hash)) {
     o.key.hash.reset();
   }
-  if (p.key_file != nullptr && p.key_file->count() == 0) {
+  if (!given(p.key_file)) {
     o.key.key_file.reset();
   }
-  if (p.keyfile_size != nullptr && p.keyfile_size->count() == 0) {
-    o.key.keyfile_size.reset();
-  }
+  o.key.cipher_given = given(p.cipher);
+  o.key.key_size_given = given(p.key_size);
+  o.key.quiet = o.quiet;
+  return Ok{};
 }
 
 Result<Environment> make_environment(const Options &o, const Parsed &p, const Services &services,
@@ -101,14 +211,14 @@ Result<Environment> make_environment(const Options &o, const Parsed &p, const Se
                                      std::unique_ptr<BlockDevices> &devices) {
   Environment env;
   env.target_type = o.target_type;
-  if (p.assume_version != nullptr && p.assume_version->count() != 0) {
+  if (given(p.assume_version)) {
     auto version = parse_target_version(o.assume_version);
     if (!version) {
       return version.error();
     }
     env.assume_version = *version;
   }
-  if (p.assume_page_size != nullptr && p.assume_page_size->count() != 0) {
+  if (given(p.assume_page_size)) {
     if (o.assume_page_size < 4096 || !is_power_of_two(o.assume_page_size)) {
       return make_error(Errc::invalid_argument,
                         fmt::format("--assume-page-size {} is not a power of two of at least 4096",
@@ -136,9 +246,13 @@ Result<MappingType> mapping_type(const std::string &type) {
                     fmt::format("--type {} is not known: use plain or luks", type));
 }
 
-Result<CryptTable> planned_table(const Options &o, const Environment &env, const Services &services,
-                                 std::ostream &err) {
-  const TerminalReader terminal = services.terminal;
+// The key, asked for only after the table is known to load (prepare_table).
+Result<SecretBuffer> ask_key(const Options &o, const Services &services, std::ostream &err) {
+  TerminalOptions terminal_options;
+  terminal_options.verify = o.verify;
+  terminal_options.timeout_s = o.timeout_s;
+  const TerminalReader terminal =
+      services.make_terminal ? services.make_terminal(terminal_options) : TerminalReader{};
   auto key = derive_plain_key(o.key, services.stdin_is_terminal, terminal);
   if (!key) {
     return key.error();
@@ -146,7 +260,25 @@ Result<CryptTable> planned_table(const Options &o, const Environment &env, const
   for (const auto &warning : key->plan.warnings) {
     err << warning << '\n';
   }
-  return build_table(o.mapping, std::move(key->key), env);
+  return std::move(key->key);
+}
+
+Result<CryptTable> planned_table(const Options &o, const Environment &env, const Services &services,
+                                 std::ostream &err) {
+  auto table = prepare_table(o.mapping, env);
+  if (!table) {
+    return table.error();
+  }
+  if (o.debug) {
+    err << "# table (before the key): " << format_table_line(*table, KeyDisplay::hide).view()
+        << '\n';
+  }
+  auto key = ask_key(o, services, err);
+  if (!key) {
+    return key.error();
+  }
+  table->key = std::move(key).value();
+  return table;
 }
 
 int fail(std::ostream &err, const Error &error) {
@@ -154,26 +286,39 @@ int fail(std::ostream &err, const Error &error) {
   return exit_code(error.code);
 }
 
+// The path `status` names, as cryptsetup does: the argument when it is a path, otherwise
+// /dev/mapper/NAME.
+std::string status_path(const std::string &argument) {
+  return argument.find('/') != std::string::npos ? argument : "/dev/mapper/" + argument;
+}
+
+int succeed(std::ostream &out, const Options &o) {
+  if (o.verbose) {
+    out << "Command successful.\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int exit_code(Errc code) {
   switch (code) {
     case Errc::invalid_argument:
-      return kExitInvalid;
     case Errc::refused:
-      return kExitRefused;
     case Errc::luks_refused:
-      return kExitLuksRefused;
     case Errc::key:
-      return kExitKey;
-    case Errc::device:
-      return kExitDevice;
     case Errc::kernel:
-      return kExitKernel;
+      return kExitInvalid;
+    case Errc::permission:
+      return kExitPermission;
+    case Errc::device:
     case Errc::not_found:
-      return kExitNotFound;
+      return kExitDevice;
+    case Errc::exists:
+    case Errc::busy:
+      return kExitBusy;
   }
-  return kExitKernel;
+  return kExitInvalid;
 }
 
 Services system_services() {
@@ -181,7 +326,8 @@ Services system_services() {
   s.make_kernel = make_devmapper_kernel;
   s.make_devices = make_system_block_devices;
   s.stdin_is_terminal = stdin_is_terminal();
-  s.terminal = terminal_reader("Enter passphrase: ");
+  s.stdout_is_terminal = isatty(STDOUT_FILENO) == 1;
+  s.make_terminal = terminal_reader;
   return s;
 }
 
@@ -202,34 +348,38 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   table->set_help_flag("--help");
   add_mapping_options(*table, o, table_p);
   table->add_flag("--json", o.json, "JSON output");
+  table->add_flag("--showkeys", o.show_keys, "Print the key even when stdout is a terminal");
   table->add_option("device", o.mapping.device, "Backing device")->required();
 
   auto *open = app.add_subcommand("open", "Open a plain mapping (libdevmapper)");
   open->set_help_flag("--help");
   add_mapping_options(*open, o, open_p);
-  open->add_option("--type", o.type, "Mapping type: plain")->capture_default_str();
+  open->add_option("--type,-M", o.type, "Mapping type: plain")->capture_default_str();
   open->add_flag("--readonly,-r", o.read_only, "Read-only mapping");
-  open->add_option("device", o.mapping.device, "Backing device")->required();
+  open->add_option("device", o.mapping.device, "Backing device or regular file")->required();
   open->add_option("name", o.name, "Mapping name")->required();
 
   auto *close = app.add_subcommand("close", "Remove a mapping");
   close->set_help_flag("--help");
   close->add_option("--target", o.target_type, "Device-mapper target name")->capture_default_str();
-  close->add_option("name", o.name, "Mapping name")->required();
+  add_common_flags(*close, o);
+  close->add_option("name", o.name, "Mapping name or /dev/mapper/NAME")->required();
 
   auto *status = app.add_subcommand("status", "Report a mapping");
   status->set_help_flag("--help");
   status->add_option("--target", o.target_type, "Device-mapper target name")->capture_default_str();
   status->add_flag("--json", o.json, "JSON output");
-  status->add_option("name", o.name, "Mapping name")->required();
+  add_common_flags(*status, o);
+  status->add_option("name", o.name, "Mapping name or /dev/mapper/NAME")->required();
 
   auto *check_cmd = app.add_subcommand("check", "What this kernel allows");
   check_cmd->set_help_flag("--help");
-  check_p.check_sector_size =
-      check_cmd->add_option("--sector-size", o.check_sector_size, "Sector size to try, bytes");
+  check_p.check_sector_size = check_cmd->add_option("--sector-size", o.numbers.check_sector_size,
+                                                    "Sector size to try, bytes");
   check_cmd->add_option("--type", o.type, "plain or luks")->capture_default_str();
   check_cmd->add_flag("--json", o.json, "JSON output");
   add_environment_options(*check_cmd, o, check_p);
+  add_common_flags(*check_cmd, o);
 
   std::vector<std::string> argv_tail(args.begin() + (args.empty() ? 0 : 1), args.end());
   std::reverse(argv_tail.begin(), argv_tail.end());
@@ -243,7 +393,7 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
     return app.exit(e, out, err);
   } catch (const CLI::ParseError &e) {
     err << "lbscrypt: " << e.what() << " (see lbscrypt --help)\n";
-    return kExitUsage;
+    return kExitInvalid;
   }
   // close and status always ask the running kernel: no --assume-* there.
   const Parsed none;
@@ -251,13 +401,25 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
                     : open->parsed()      ? open_p
                     : check_cmd->parsed() ? check_p
                                           : none;
-  settle(o, p);
+  if (const auto settled = settle(o, p); !settled) {
+    return fail(err, settled.error());
+  }
+  if (o.debug) {
+    err << "# lbscrypt " << kToolVersion << '\n';
+  }
 
-  if (open->parsed() &&
-      (open_p.assume_version->count() != 0 || open_p.assume_page_size->count() != 0)) {
+  if (open->parsed() && (given(open_p.assume_version) || given(open_p.assume_page_size))) {
     return fail(err, make_error(Errc::invalid_argument,
                                 "--assume-version and --assume-page-size are for table and "
                                 "check; open always asks the running kernel"));
+  }
+  const auto type = mapping_type(o.type);
+  if (!type) {
+    return fail(err, type.error());
+  }
+  if (open->parsed() && *type != MappingType::plain) {
+    return fail(err, make_error(Errc::invalid_argument,
+                                "lbscrypt opens plain mappings only; use cryptsetup for LUKS"));
   }
   std::unique_ptr<Kernel> kernel;
   std::unique_ptr<BlockDevices> devices;
@@ -265,59 +427,75 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   if (!env) {
     return fail(err, env.error());
   }
-  const auto type = mapping_type(o.type);
-  if (!type) {
-    return fail(err, type.error());
-  }
 
   if (table->parsed()) {
+    if (env->devices->is_regular_file(o.mapping.device)) {
+      return fail(
+          err, make_error(Errc::device, fmt::format("{} is a regular file; a table needs a block "
+                                                    "device: attach it with losetup first "
+                                                    "(lbscrypt open does that itself)",
+                                                    o.mapping.device)));
+    }
     const auto planned = planned_table(o, *env, services, err);
     if (!planned) {
       return fail(err, planned.error());
     }
-    const auto known = capabilities(*env);
+    auto known = capabilities(*env);
     if (!known) {
-      return fail(err, known.error());
+      KnownCapabilities unknown;  // up to 4096 the table did not need the kernel
+      unknown.target_reachable = false;
+      unknown.target_loaded = false;
+      unknown.caps.page_size = env->assume_page_size    ? *env->assume_page_size
+                               : env->kernel != nullptr ? env->kernel->page_size()
+                                                        : 0;
+      known = unknown;
     }
-    print_table(out, *planned, o.target_type, *known, o.json);
-    return kExitOk;
+    // dmsetup's convention: a key does not go to a terminal unless --showkeys asks for it.
+    const bool hide = services.stdout_is_terminal && !o.show_keys;
+    print_table(out, *planned, o.target_type, *known, o.json,
+                hide ? KeyDisplay::hide : KeyDisplay::show);
+    if (hide) {
+      err << "lbscrypt: the key is shown as zeros on a terminal; pass --showkeys to print it, "
+             "or redirect the output\n";
+    }
+    return succeed(out, o);
   }
   if (check_cmd->parsed()) {
-    const std::optional<std::uint64_t> size =
-        p.check_sector_size->count() != 0 ? std::optional(o.check_sector_size) : std::nullopt;
-    const auto report = check(*env, size, *type);
+    const auto report = check(*env, o.check_sector_size, *type);
     if (!report) {
       return fail(err, report.error());
     }
     print_check(out, *report, o.target_type, o.json);
-    return report->refusal ? exit_code(report->refusal->code) : kExitOk;
+    return report->refusal ? exit_code(report->refusal->code) : succeed(out, o);
   }
   if (open->parsed()) {
-    if (*type != MappingType::plain) {
-      return fail(err, make_error(Errc::invalid_argument,
-                                  "lbscrypt opens plain mappings only; use cryptsetup for LUKS"));
-    }
     const auto planned = planned_table(o, *env, services, err);
     if (!planned) {
       return fail(err, planned.error());
     }
-    const auto opened = open_mapping(o.name, *planned, o.read_only, *env);
+    const auto opened = open_mapping(mapping_name(o.name), *planned, o.read_only, *env);
     if (!opened) {
       return fail(err, opened.error());
     }
     print_opened(out, *opened);
-    return kExitOk;
+    return succeed(out, o);
   }
+  const std::string name = mapping_name(o.name);
   if (close->parsed()) {
-    const auto closed = close_mapping(o.name, *env);
-    return closed ? kExitOk : fail(err, closed.error());
+    const auto closed = close_mapping(name, *env);
+    return closed ? succeed(out, o) : fail(err, closed.error());
   }
-  const auto report = mapping_status(o.name, *env);
+  const auto report = mapping_status(name, *env);
   if (!report) {
+    if (report.error().code == Errc::not_found) {
+      // cryptsetup's answer for a mapping that is not there: on stdout, exit 4.
+      out << fmt::format("{} is inactive.\n", status_path(o.name));
+      return kExitDevice;
+    }
     return fail(err, report.error());
   }
-  print_status(out, *report, o.target_type, o.json);
-  return kExitOk;
+  print_status(out, *report, status_path(o.name), o.target_type, o.json);
+  return succeed(out, o);
 }
 
 }  // namespace lbscrypt::cli

@@ -13,20 +13,18 @@
 #include "lbscrypt/kernel.hpp"
 #include "lbscrypt/keys.hpp"
 #include "lbscrypt/result.hpp"
+#include "tty.hpp"
 
 namespace lbscrypt::cli {
 
-// Stable exit codes (documented in Documentation/lbscrypt.rst).
+// Exit codes: cryptsetup's (documented in Documentation/lbscrypt.rst).
 enum ExitCode : int {
   kExitOk = 0,
-  kExitInvalid = 1,
-  kExitUsage = 2,
-  kExitRefused = 3,
-  kExitLuksRefused = 4,
-  kExitKey = 5,
-  kExitDevice = 6,
-  kExitKernel = 7,
-  kExitNotFound = 8,
+  kExitInvalid = 1,     // wrong parameters, refusals, failures of the kernel
+  kExitPermission = 2,  // no permission (not root), passphrases that do not match
+  kExitNoMemory = 3,    // out of memory
+  kExitDevice = 4,      // wrong device: missing, not a block device, mapping not active
+  kExitBusy = 5,        // the mapping already exists or is in use
 };
 
 [[nodiscard]] int exit_code(Errc code);
@@ -35,7 +33,8 @@ struct Services {
   std::function<std::unique_ptr<Kernel>()> make_kernel;
   std::function<std::unique_ptr<BlockDevices>()> make_devices;
   bool stdin_is_terminal = false;
-  TerminalReader terminal;
+  bool stdout_is_terminal = false;  // the key is not printed to a terminal without --showkeys
+  std::function<TerminalReader(const TerminalOptions &)> make_terminal;
 };
 
 // The real services: libdevmapper, the system's block devices, the controlling terminal.

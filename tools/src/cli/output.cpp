@@ -49,7 +49,28 @@ json describe(const CryptTable &table) {
 }
 
 std::string version_text(const KnownCapabilities &known) {
+  if (!known.target_reachable) {
+    return "unknown";
+  }
   return known.target_loaded ? to_string(known.caps.version) : std::string("not loaded");
+}
+
+// cryptsetup status's "flags:" words for the dm-crypt options.
+std::vector<std::string> status_flags(const CryptOptions &o) {
+  std::vector<std::string> words;
+  const std::pair<const char *, bool> flags[] = {
+      {"discards", o.allow_discards},
+      {"same_cpu_crypt", o.same_cpu_crypt},
+      {"submit_from_crypt_cpus", o.submit_from_crypt_cpus},
+      {"no_read_workqueue", o.no_read_workqueue},
+      {"no_write_workqueue", o.no_write_workqueue},
+  };
+  for (const auto &[name, set] : flags) {
+    if (set) {
+      words.emplace_back(name);
+    }
+  }
+  return words;
 }
 
 }  // namespace
@@ -69,8 +90,8 @@ void write_json_string(std::ostream &out, std::string_view text) {
 }
 
 void print_table(std::ostream &out, const CryptTable &table, std::string_view target_type,
-                 const KnownCapabilities &known, bool json_output) {
-  const SecretBuffer line = format_table_line(table, KeyDisplay::show, target_type);
+                 const KnownCapabilities &known, bool json_output, KeyDisplay keys) {
+  const SecretBuffer line = format_table_line(table, keys, target_type);
   if (!json_output) {
     out << line.view() << '\n';
     return;
@@ -114,39 +135,55 @@ void print_check(std::ostream &out, const CheckReport &report, std::string_view 
   }
 }
 
-void print_status(std::ostream &out, const StatusReport &report, std::string_view target_type,
-                  bool json_output) {
+void print_status(std::ostream &out, const StatusReport &report, std::string_view path,
+                  std::string_view target_type, bool json_output) {
   const CryptTable &t = report.table;
   const std::string version =
       report.target_version ? to_string(*report.target_version) : std::string("unknown");
+  const bool in_use = report.device.open_count > 0;
   if (json_output) {
-    json j = describe(t);
+    json j = report.is_crypt ? describe(t) : json::object();
     j["name"] = report.device.name;
+    j["uuid"] = report.device.uuid;
+    j["type"] = report.type;
     j["dm_device"] = report.device.dm_node();
-    j["device"] = report.device_path;
     j["active"] = true;
-    j["in_use"] = report.device.open_count > 0;
+    j["in_use"] = in_use;
+    j["suspended"] = report.device.suspended;
     j["read_only"] = report.device.read_only;
-    j["target"] = target_type;
-    j["target_version"] = version;
+    if (report.is_crypt) {
+      j["device"] = report.device_path;
+      j["key_location"] = report.key_location;
+      j["loop"] = report.loop_file ? json(*report.loop_file) : json(nullptr);
+      j["target"] = target_type;
+      j["target_version"] = version;
+    }
     out << j.dump() << '\n';
     return;
   }
-  out << fmt::format("/dev/mapper/{} is active{}.\n", report.device.name,
-                     report.device.open_count > 0 ? " and is in use" : "");
-  out << "  type:    PLAIN\n";
+  out << fmt::format("{} is active{}.\n", path, in_use ? " and is in use" : "");
+  out << fmt::format("  type:    {}\n", report.type);
+  if (!report.is_crypt) {
+    return;  // as cryptsetup: nothing more for a mapping that is not dm-crypt
+  }
   out << fmt::format("  cipher:  {}\n", t.cipher);
   out << fmt::format("  keysize: {} bits\n", report.key_bits);
-  out << "  key location: dm-crypt\n";
+  out << fmt::format("  key location: {}\n", report.key_location);
   out << fmt::format("  device:  {}\n", report.device_path);
+  if (report.loop_file) {
+    out << fmt::format("  loop:    {}\n", *report.loop_file);
+  }
   out << fmt::format("  sector size:  {}\n", report.sector_size);
   out << fmt::format("  offset:  {} sectors\n", t.offset);
   out << fmt::format("  size:    {} sectors\n", t.length);
-  out << fmt::format("  skip:    {} sectors\n", t.iv_offset);
-  out << fmt::format("  mode:    {}\n", report.device.read_only ? "readonly" : "read/write");
-  const auto flags = option_words(t.options);
+  if (t.iv_offset != 0) {
+    out << fmt::format("  skipped: {} sectors\n", t.iv_offset);
+  }
+  out << fmt::format("  mode:    {}{}\n", report.device.read_only ? "readonly" : "read/write",
+                     report.device.suspended ? " (suspended)" : "");
+  const auto flags = status_flags(t.options);
   if (!flags.empty()) {
-    out << fmt::format("  flags:   {}\n", fmt::join(flags, " "));
+    out << fmt::format("  flags:   {} \n", fmt::join(flags, " "));
   }
   out << fmt::format("  dm device: {}\n", report.device.dm_node());
   out << fmt::format("  target:  {} v{}\n", target_type, version);

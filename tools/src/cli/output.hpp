@@ -11,11 +11,12 @@ namespace lbscrypt::cli {
 
 // The table line goes straight from locked memory to the stream (it carries the key).
 void print_table(std::ostream &out, const CryptTable &table, std::string_view target_type,
-                 const KnownCapabilities &known, bool json);
+                 const KnownCapabilities &known, bool json, KeyDisplay keys = KeyDisplay::show);
 void print_check(std::ostream &out, const CheckReport &report, std::string_view target_type,
                  bool json);
-void print_status(std::ostream &out, const StatusReport &report, std::string_view target_type,
-                  bool json);
+// cryptsetup status's lines and field names, then lbscrypt's own (dm device, target).
+void print_status(std::ostream &out, const StatusReport &report, std::string_view path,
+                  std::string_view target_type, bool json);
 void print_opened(std::ostream &out, const OpenResult &opened);
 
 // Writes `text` as a JSON string literal (quotes included) without copying it.

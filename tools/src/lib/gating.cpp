@@ -136,6 +136,11 @@ Prediction predict(const CryptTable &table, const TargetVersion &version, std::u
     return refused(fmt::format("device length {} sectors is not a multiple of sector_size {}",
                                table.length, value));
   }
+  // Every crypt target refuses an IV offset that does not start on an encryption sector.
+  if (table.iv_offset % unit != 0) {
+    return refused(fmt::format("iv_offset {} is not a multiple of sector_size {} ({} sectors)",
+                               table.iv_offset, value, unit));
+  }
   if (truncated) {
     return {Outcome::accepted_different, value,
             fmt::format("sector_size:{} is truncated to 16 bits and recorded as {}",

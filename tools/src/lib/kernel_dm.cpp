@@ -57,7 +57,31 @@ using Task = std::unique_ptr<dm_task, TaskDeleter>;
 
 bool udev_running() { return access("/run/udev/control", F_OK) == 0; }
 
-Error dm_failure(Errc code, std::string_view what) {
+// The category an errno of a failed ioctl falls in (cryptsetup's exit codes follow it).
+Errc errno_category(int error, Errc fallback) {
+  switch (error) {
+    case EBUSY:
+      return Errc::busy;
+    case EEXIST:
+      return Errc::exists;
+    case ENXIO:
+    case ENODEV:
+      return Errc::not_found;
+    case EPERM:
+    case EACCES:
+      return Errc::permission;
+    default:
+      return fallback;
+  }
+}
+
+Error dm_failure(Errc code, std::string_view what, dm_task *task = nullptr) {
+  if (task != nullptr) {
+    code = errno_category(dm_task_get_errno(task), code);
+  }
+  if (code == Errc::kernel && geteuid() != 0) {
+    code = Errc::permission;
+  }
   std::string detail = last_dm_error();
   if (detail.empty()) {
     detail = "device-mapper gave no reason (is dm_mod loaded and are you root?)";
@@ -118,11 +142,13 @@ class DevmapperKernel final : public Kernel {
     const bool added =
         dm_task_add_target(task.get(), 0, request.length, request.target_type.c_str(), text) != 0;
     if (!added || dm_task_secure_data(task.get()) == 0 ||
+        (!request.uuid.empty() && dm_task_set_uuid(task.get(), request.uuid.c_str()) == 0) ||
         (request.read_only && dm_task_set_ro(task.get()) == 0)) {
       return dm_failure(Errc::kernel, "cannot prepare the create request");
     }
     if (!run_with_udev(task.get())) {
-      return dm_failure(Errc::kernel, fmt::format("the kernel refused to create {}", request.name));
+      return dm_failure(Errc::kernel, fmt::format("the kernel refused to create {}", request.name),
+                        task.get());
     }
     return info(request.name);
   }
@@ -133,7 +159,7 @@ class DevmapperKernel final : public Kernel {
       return dm_failure(Errc::kernel, "cannot prepare the remove request");
     }
     if (!run_with_udev(task.get())) {
-      return dm_failure(Errc::kernel, fmt::format("cannot remove {}", name));
+      return dm_failure(Errc::kernel, fmt::format("cannot remove {}", name), task.get());
     }
     return Ok{};
   }
@@ -149,6 +175,9 @@ class DevmapperKernel final : public Kernel {
     }
     DeviceInfo info;
     info.name = std::string(name);
+    if (const char *uuid = dm_task_get_uuid(task.get()); uuid != nullptr) {
+      info.uuid = uuid;
+    }
     info.major = raw.major;
     info.minor = raw.minor;
     info.suspended = raw.suspended != 0;

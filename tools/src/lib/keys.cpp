@@ -2,6 +2,7 @@
 #include "lbscrypt/keys.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -38,28 +39,49 @@ Result<KeyPlan> plan_plain_key(const KeyOptions &options, bool stdin_is_terminal
       plan.warnings.emplace_back(
           "WARNING: The --hash parameter is being ignored in plain mode with keyfile specified.");
     }
-  } else if (options.key_file) {
-    plan.source = KeyPlan::Source::stdin_all;
+  } else if (stdin_is_terminal) {
+    // cryptsetup prompts on a terminal whether or not --key-file=- was given.
+    plan.source = KeyPlan::Source::terminal;
   } else {
-    plan.source = stdin_is_terminal ? KeyPlan::Source::terminal : KeyPlan::Source::stdin_line;
+    plan.source = options.key_file ? KeyPlan::Source::stdin_all : KeyPlan::Source::stdin_line;
   }
   if (plan.hash == "plain") {
     plan.hash.reset();
   }
-  if (plan.source == KeyPlan::Source::file) {
-    if (options.keyfile_size) {
-      plan.warnings.emplace_back(
-          "WARNING: The --keyfile-size option is being ignored, the read size is the same as "
-          "the encryption key size.");
-    }
-    plan.read_limit = plan.key_bytes;
-  } else if (plan.source == KeyPlan::Source::stdin_all && !plan.hash) {
-    plan.read_limit = plan.key_bytes;
-  } else {
-    plan.read_limit = options.keyfile_size.value_or(0);
+  switch (plan.source) {
+    case KeyPlan::Source::file:
+      if (options.keyfile_size) {
+        plan.warnings.emplace_back(
+            "WARNING: The --keyfile-size option is being ignored, the read size is the same as "
+            "the encryption key size.");
+      }
+      plan.read_limit = plan.key_bytes;
+      break;
+    case KeyPlan::Source::terminal:
+      plan.read_limit = 0;  // a terminal line is read whole; -l does not cut it
+      break;
+    case KeyPlan::Source::stdin_all:
+      plan.read_limit = plan.hash ? options.keyfile_size.value_or(0) : plan.key_bytes;
+      break;
+    case KeyPlan::Source::stdin_line:
+      plan.read_limit = options.keyfile_size.value_or(0);
+      break;
   }
   if (plan.source == KeyPlan::Source::terminal && options.keyfile_offset != 0) {
-    return make_error(Errc::invalid_argument, "cannot use --keyfile-offset with terminal input");
+    return make_error(Errc::invalid_argument,
+                      "--keyfile-offset cannot be used with terminal input; drop it or give "
+                      "the key with --key-file");
+  }
+  if (plan.source != KeyPlan::Source::file &&
+      (!options.cipher_given || !options.key_size_given || !options.hash)) {
+    plan.warnings.emplace_back(fmt::format(
+        "WARNING: a passphrase with default plain-mode parameters: cipher {}, key size {} bits, "
+        "hash {} (cryptsetup 2.7's; 2.6 used aes-cbc-essiv:sha256 and ripemd160); give --cipher, "
+        "--key-size and --hash to be sure the same passphrase opens the same data",
+        kDefaultCipher, kDefaultKeyBits, kDefaultPlainHash));
+  }
+  if (options.quiet) {
+    plan.warnings.clear();
   }
   return plan;
 }
@@ -70,11 +92,7 @@ Result<SecretBuffer> read_key_material(const KeyPlan &plan, const KeyOptions &op
     if (!terminal) {
       return make_error(Errc::key, "no terminal to read a passphrase from");
     }
-    auto line = terminal(kMaxTerminalPassphrase);
-    if (line && plan.read_limit != 0) {
-      line->truncate(plan.read_limit);
-    }
-    return line;
+    return terminal(kMaxTerminalPassphrase);
   }
   const char *path = plan.source == KeyPlan::Source::file ? options.key_file->c_str() : nullptr;
   const std::uint32_t flags =
@@ -101,12 +119,13 @@ Result<SecretBuffer> read_key_material(const KeyPlan &plan, const KeyOptions &op
 
 Result<SecretBuffer> make_plain_key(const KeyPlan &plan, const SecretBuffer &material) {
   if (!plan.hash) {
-    if (material.size() < plan.key_bytes) {
-      return make_error(Errc::key, fmt::format("the key material is {} bytes, the key needs {} "
-                                               "(without a hash it is used as is)",
-                                               material.size(), plan.key_bytes));
+    // As libcryptsetup: the material cut to the key size, or padded with zeros when shorter
+    // (a passphrase with --hash plain; a key file that is too short was refused on reading).
+    SecretBuffer key(plan.key_bytes);
+    if (!material.empty()) {
+      std::memcpy(key.data(), material.data(), std::min(material.size(), plan.key_bytes));
     }
-    return SecretBuffer(material.data(), plan.key_bytes);
+    return key;
   }
   detail::silence_libcryptsetup();
   crypt_device *raw_cd = nullptr;

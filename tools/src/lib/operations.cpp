@@ -70,6 +70,12 @@ Result<void> check_alignment(const MappingRequest &request, std::uint64_t length
                                   "size {} ({} sectors); use --size {}",
                                   length, request.sector_size, unit, length / unit * unit));
   }
+  if (request.skip % unit != 0) {
+    return make_error(Errc::refused,
+                      fmt::format("--skip {} is not a multiple of sector size {} ({} sectors): "
+                                  "the kernel refuses such an IV offset",
+                                  request.skip, request.sector_size, unit));
+  }
   if (request.offset % unit != 0) {
     return make_error(Errc::refused,
                       fmt::format("--offset {} is not a multiple of sector size {} ({} sectors)",
@@ -106,9 +112,35 @@ Result<KnownCapabilities> capabilities(const Environment &env) {
   return known;
 }
 
-Result<CryptTable> build_table(const MappingRequest &request, SecretBuffer key,
-                               const Environment &env) {
-  const auto known = capabilities(env);
+namespace {
+
+// What prepare_table() knows of the kernel. Up to 4096 every crypt target takes the size, so
+// an unreachable device-mapper (a build machine, a container) is no reason to refuse.
+Result<KnownCapabilities> table_capabilities(const MappingRequest &request,
+                                             const Environment &env) {
+  auto known = capabilities(env);
+  if (known || env.assume_version || env.kernel == nullptr ||
+      known.error().code == Errc::invalid_argument) {
+    return known;
+  }
+  if (request.sector_size > kPortableMaxSectorSize) {
+    return make_error(known.error().code,
+                      fmt::format("sector size {} needs the crypt target's version and "
+                                  "device-mapper cannot be asked ({}); pass --assume-version",
+                                  request.sector_size, known.error().message));
+  }
+  KnownCapabilities fallback;
+  fallback.target_reachable = false;
+  fallback.target_loaded = false;
+  fallback.caps.version = TargetVersion{};  // below 1.30.0: the rules every target shares
+  fallback.caps.page_size = env.assume_page_size ? *env.assume_page_size : env.kernel->page_size();
+  return fallback;
+}
+
+}  // namespace
+
+Result<CryptTable> prepare_table(const MappingRequest &request, const Environment &env) {
+  const auto known = table_capabilities(request, env);
   if (!known) {
     return known.error();
   }
@@ -117,9 +149,6 @@ Result<CryptTable> build_table(const MappingRequest &request, SecretBuffer key,
   }
   if (const auto cipher = parse_cipher_spec(request.cipher); !cipher) {
     return cipher.error();
-  }
-  if (key.empty()) {
-    return make_error(Errc::key, "the key is empty");
   }
   const auto length = mapping_length(request, env);
   if (!length) {
@@ -131,7 +160,6 @@ Result<CryptTable> build_table(const MappingRequest &request, SecretBuffer key,
   CryptTable table;
   table.length = *length;
   table.cipher = request.cipher;
-  table.key = std::move(key);
   table.iv_offset = request.skip;
   table.device = request.device;
   table.offset = request.offset;
@@ -153,6 +181,44 @@ Result<CryptTable> build_table(const MappingRequest &request, SecretBuffer key,
                                                  p.reason));
   }
   return table;
+}
+
+Result<CryptTable> build_table(const MappingRequest &request, SecretBuffer key,
+                               const Environment &env) {
+  if (key.empty()) {
+    return make_error(Errc::key, "the key is empty");
+  }
+  auto table = prepare_table(request, env);
+  if (table) {
+    table->key = std::move(key);
+  }
+  return table;
+}
+
+std::string mapping_name(std::string_view argument) {
+  constexpr std::string_view kMapperDir = "/dev/mapper/";
+  if (argument.substr(0, kMapperDir.size()) == kMapperDir && argument.size() > kMapperDir.size()) {
+    argument.remove_prefix(kMapperDir.size());
+  }
+  return std::string(argument);
+}
+
+std::string plain_uuid(std::string_view name) { return fmt::format("CRYPT-PLAIN-{}", name); }
+
+std::string type_from_uuid(std::string_view uuid) {
+  constexpr std::string_view kPrefix = "CRYPT-";
+  if (uuid.substr(0, kPrefix.size()) != kPrefix) {
+    return "n/a";
+  }
+  uuid.remove_prefix(kPrefix.size());
+  const std::string_view type = uuid.substr(0, uuid.find('-'));
+  for (const std::string_view known : {"PLAIN", "LUKS1", "LUKS2", "LOOPAES", "TCRYPT", "BITLK",
+                                       "FVAULT2", "VERITY", "INTEGRITY"}) {
+    if (type == known && uuid.size() > type.size()) {
+      return std::string(type);
+    }
+  }
+  return "n/a";
 }
 
 Result<CheckReport> check(const Environment &env, std::optional<std::uint64_t> sector_size,
@@ -178,20 +244,36 @@ Result<CheckReport> check(const Environment &env, std::optional<std::uint64_t> s
   return report;
 }
 
-Result<OpenResult> open_mapping(const std::string &name, const CryptTable &table, bool read_only,
+Result<OpenResult> open_mapping(const std::string &name, CryptTable table, bool read_only,
                                 const Environment &env) {
   if (env.kernel == nullptr) {
     return make_error(Errc::invalid_argument, "opening a mapping needs the running kernel");
   }
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("'{}' is not a mapping name: give a name without '/'", name));
+  }
   const auto existing = env.kernel->info(name);
   if (existing) {
-    return make_error(Errc::refused, fmt::format("device {} already exists", name));
+    return make_error(Errc::exists, fmt::format("Device {} already exists.", name));
   }
   if (existing.error().code != Errc::not_found) {
     return existing.error();
   }
+  OpenResult result;
+  LoopDevice loop;  // held until the mapping holds the loop device itself
+  if (env.devices != nullptr && env.devices->is_regular_file(table.device)) {
+    auto attached = env.devices->attach_loop(table.device, read_only);
+    if (!attached) {
+      return attached.error();
+    }
+    result.loop_file = table.device;
+    loop = std::move(attached).value();
+    table.device = loop.path;
+  }
   CreateRequest request;
   request.name = name;
+  request.uuid = plain_uuid(name);
   request.target_type = env.target_type;
   request.length = table.length;
   request.params = format_table_params(table);
@@ -206,7 +288,9 @@ Result<OpenResult> open_mapping(const std::string &name, const CryptTable &table
   if (lines && lines->size() == 1) {
     const auto loaded = parse_table_params(lines->front().params.view(), 0, table.length);
     if (loaded && expected && loaded->sector_size() && *loaded->sector_size() == *expected) {
-      return OpenResult{*created, table};
+      result.device = *created;
+      result.table = std::move(table);
+      return result;
     }
   }
   const auto removed = env.kernel->remove(name);
@@ -221,17 +305,32 @@ Result<void> close_mapping(const std::string &name, const Environment &env) {
   if (env.kernel == nullptr) {
     return make_error(Errc::invalid_argument, "closing a mapping needs the running kernel");
   }
+  const auto info = env.kernel->info(name);
+  if (!info) {
+    if (info.error().code == Errc::not_found) {
+      return make_error(Errc::not_found, fmt::format("Device {} is not active.", name));
+    }
+    return info.error();
+  }
   const auto lines = env.kernel->table(name);
   if (!lines) {
     return lines.error();
   }
   for (const auto &line : *lines) {
     if (line.type != env.target_type) {
-      return make_error(Errc::refused, fmt::format("{} is a '{}' mapping, not '{}'; not removed",
-                                                   name, line.type, env.target_type));
+      return make_error(Errc::invalid_argument,
+                        fmt::format("{} is a '{}' mapping, not '{}'; not removed", name, line.type,
+                                    env.target_type));
     }
   }
-  return env.kernel->remove(name);
+  if (info->open_count > 0) {
+    return make_error(Errc::busy, fmt::format("Device {} is still in use.", name));
+  }
+  auto removed = env.kernel->remove(name);
+  if (!removed && removed.error().code == Errc::busy) {
+    return make_error(Errc::busy, fmt::format("Device {} is still in use.", name));
+  }
+  return removed;
 }
 
 Result<StatusReport> mapping_status(const std::string &name, const Environment &env) {
@@ -242,28 +341,33 @@ Result<StatusReport> mapping_status(const std::string &name, const Environment &
   if (!info) {
     return info.error();
   }
+  StatusReport report;
+  report.device = *info;
+  report.type = type_from_uuid(info->uuid);
   const auto lines = env.kernel->table(name);
   if (!lines) {
     return lines.error();
   }
   if (lines->size() != 1 || lines->front().type != env.target_type) {
-    return make_error(Errc::refused,
-                      fmt::format("{} is not a single-target '{}' mapping", name, env.target_type));
+    report.is_crypt = false;
+    return report;
   }
   const TargetLine &line = lines->front();
   auto table = parse_table_params(line.params.view(), line.start, line.length);
   if (!table) {
     return table.error();
   }
-  StatusReport report;
-  report.device = *info;
   report.key_bits = key_size_bytes(table->key) * 8;
+  report.key_location = std::holds_alternative<KeyringKey>(table->key) ? "keyring" : "dm-crypt";
   if (auto *bytes = std::get_if<SecretBuffer>(&table->key)) {
     *bytes = SecretBuffer(bytes->size());  // zeros: status never shows the key
   }
   const auto sector_size = table->sector_size();
   report.sector_size = sector_size ? *sector_size : 0;
   report.device_path = env.devices != nullptr ? env.devices->resolve(table->device) : table->device;
+  if (env.devices != nullptr) {
+    report.loop_file = env.devices->loop_backing_file(report.device_path);
+  }
   report.table = std::move(table).value();
   const auto version = env.kernel->target_version(line.type);
   if (version) {
