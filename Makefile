@@ -6,6 +6,7 @@
 #   make kmod      build dm-crypt-lbs.ko for every rig kernel
 #   make engine    build the emulated offload engine (tests/engine/, test-only)
 #   make bench     the benchmarks (qemu/bench; BENCH_ARGS=--full; not part of check)
+#   make harden    the debug kernel: suite, fuzzing, pressure, faults (qemu/harden; not part of check)
 #   make deb       the Debian packages (packaging/deb.mk)
 #   make tools-test  the host unit tests alone
 #   make fetch-check  download every package a fresh machine needs into an empty cache
@@ -25,7 +26,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod engine bench bench-smoke kmod-lint matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps kernels kmod engine bench bench-smoke harden fuzz-check kmod-lint matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -87,7 +88,19 @@ guest-test: kmod engine $(GUEST_TOOLS)
 kmod-lint: kernels
 	@tests/kmod-lint
 
-SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init \
+# make harden: the whole guest suite, the table fuzzer, memory pressure, crypto
+# faults and lifecycle tests on the debug kernel (qemu/harden; LBS_HARDEN_TABLES
+# for a longer run). Writes build/harden/summary.json. Not part of check.
+harden: deps $(GUEST_TOOLS)
+	@qemu/harden
+
+# make check's bounded fuzzing: the judge's own test (planted bad results must
+# fail it), then 300 tables and 30 messages on one rig kernel, stock beside ours.
+fuzz-check: kmod
+	@python3 tests/harden/judge_test.py
+	@LBS_FUZZ_OUT=$(BUILD)/fuzz-check qemu/lib/fuzz-run $(SMOKE_KERNEL) 300 1
+
+SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init \
 	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/rig-test tests/fetch-check \
 		tests/rig-host-test tests/dkms-check tests/deb-check packaging/build-deb) .ci/run
 
@@ -110,7 +123,7 @@ rig-host-test: deps
 # run in this order, each timed (qemu/lib/stages); make check stops at the first
 # that fails. `make tools-lint` alone also tidies the tests (about 30 s a file).
 CHECK_STAGES := deps lint-shell rig-host-test fetch-check tools-test tools-asan tools-lint \
-	kmod-lint kmod deb deb-lint dkms-check rig-test matrix-check guest-test bench-smoke
+	kmod-lint kmod deb deb-lint dkms-check rig-test matrix-check guest-test fuzz-check bench-smoke
 check:
 	@qemu/lib/stages TOOLS_TIDY_DIRS=tools/src $(if $(filter command line,$(origin KERNELS)),KERNELS="$(KERNELS)") $(CHECK_STAGES)
 

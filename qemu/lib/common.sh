@@ -5,6 +5,9 @@ LBS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LBS_CACHE=${LBSCRYPT_CACHE:-$HOME/.cache/lbscrypt}
 LBS_BUILD=${LBS_BUILD:-$LBS_TOP/build}
 LBS_KERNELS_CONF=${LBS_KERNELS_CONF:-$LBS_TOP/qemu/kernels.conf}
+# Kernels that only some runs boot (make harden's debug kernel): known to
+# kernel_row, never in the default list of kernel_ids.
+LBS_KERNELS_EXTRA=${LBS_KERNELS_EXTRA:-$LBS_TOP/qemu/kernels-debug.conf}
 
 fail() {
 	printf '%s: error: %s\n' "${0##*/}" "$*" >&2
@@ -23,7 +26,7 @@ kernel_ids() {
 # kernel_row ID: sets K_ID K_ARCH K_PAGE K_KIND K_RELEASE K_VERSION.
 kernel_row() {
 	local line
-	line=$(awk -v id="$1" '!/^#/ && $1 == id' "$LBS_KERNELS_CONF")
+	line=$(cat "$LBS_KERNELS_CONF" "$LBS_KERNELS_EXTRA" 2>/dev/null | awk -v id="$1" '!/^#/ && $1 == id')
 	[ -n "$line" ] || fail "unknown kernel '$1' (known: $(kernel_ids | tr '\n' ' '))"
 	# shellcheck disable=SC2034 # read by the callers
 	read -r K_ID K_ARCH K_PAGE K_KIND K_RELEASE K_VERSION <<<"$line"
@@ -62,6 +65,31 @@ qemu_system() {
 	esac
 }
 
+# config_files ID: the config fragments of built kernel ID, base first:
+# qemu/configs/ID.config, after the one its first line names with
+# "#include NAME.config" (recursively).
+config_files() {
+	local f=$LBS_TOP/qemu/configs/$1.config base
+	[ -f "$f" ] || fail "no config fragment $f"
+	base=$(sed -n '1s/^#include \([^ ]*\)\.config$/\1/p' "$f")
+	[ -z "$base" ] || config_files "$base"
+	printf '%s\n' "$f"
+}
+
+# config_fragment ID: the fragments of config_files merged, on stdout; where two
+# set one symbol, the later wins.
+config_fragment() {
+	local -a files
+	mapfile -t files < <(config_files "$1")
+	awk '
+		/^CONFIG_[A-Za-z0-9_]+=/ { sym = $0; sub(/=.*/, "", sym) }
+		/^# CONFIG_[A-Za-z0-9_]+ is not set/ { sym = $2 }
+		sym == "" { next }
+		!(sym in val) { order[n++] = sym }
+		{ val[sym] = $0; sym = "" }
+		END { for (i = 0; i < n; i++) print val[order[i]] }' "${files[@]}"
+}
+
 # kernel_dir ID [RELEASE VERSION]: the directory kernel ID is prepared in (see
 # qemu/lib/kernel); by default for the pinned release and version of kernels.conf.
 kernel_dir() {
@@ -69,7 +97,9 @@ kernel_dir() {
 	[ $# -lt 3 ] || { K_RELEASE=$2 K_VERSION=$3; }
 	local key
 	if [ "$K_KIND" = build ]; then
-		key=$(cache_key "$K_VERSION" "$LBS_TOP/qemu/configs/$K_ID.config")
+		local -a files
+		mapfile -t files < <(config_files "$K_ID")
+		key=$(cache_key "$K_VERSION" "${files[@]}")
 	else
 		key=$(cache_key "$K_RELEASE" "$K_VERSION")
 	fi

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# faults.sh: crypto failures lose nothing and leak nothing (issue 11, section 3,
+# "Crypto faults"). For make harden; needs ours as crypt_lbs (`--module both`) and
+# the emulated engine (/lbs/kmod/lbs-engine.ko). The engine fails 5% of its
+# requests with -EIO while 64 blocks of 4096 bytes (one sector each) are written
+# and read one at a time (a direct I/O also makes the kernel issue requests of its
+# own, so a block sees more than one draw: some blocks fail, most do not):
+# - a write that fails returns EIO; every write that succeeded reads back right
+#   once the faults stop, and the ramdisk never holds plaintext (each block on the
+#   ramdisk is the ciphertext of the old or of the new data);
+# - a read that fails returns EIO, never other bytes; a read that succeeds returns
+#   the data;
+# - after the faults stop, the device works: a full write and read back.
+# Prints "FAULTS injected=N" for make harden's summary.
+set -euo pipefail
+# shellcheck source=tests/guest/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+ko=/lbs/kmod/lbs-engine.ko
+spec=capi:lbs-engine-xts-aes-plain64
+key=$(test_key 64)
+dev=/dev/ram0
+blocks=64	# 4 KiB blocks, one engine request each
+bs=4096
+on_exit dm_remove lbs-ft
+on_exit sh -c "[ ! -d /sys/module/lbs_engine ] || rmmod lbs_engine"
+
+[ -f "$ko" ] || fail "no $ko (qemu/lib/build-engine)"
+insmod "$ko" latency_us=50 || fail "insmod $ko failed"
+rate=/sys/module/lbs_engine/parameters/error_rate_ppm
+[ -w "$rate" ] || fail "the engine has no writable error_rate_ppm"
+stats=/sys/kernel/lbs_engine/stats
+# errors: the requests the engine failed on purpose so far
+errors() {
+	local n
+	n=$(awk '$1 == "injected" { print $2 }' "$stats")
+	[ -n "$n" ] || fail "no \"injected\" counter in $stats"
+	printf '%s\n' "$n"
+}
+
+ss=$bs
+dmsetup create lbs-ft --table "0 $((blocks * bs / 512)) crypt_lbs $spec $key 0 $dev 0 1 sector_size:$ss" ||
+	fail "the engine mapping was refused: $(ti_error)"
+map=$(dm_blkdev lbs-ft)
+
+# blocks_of TAG: $blocks blocks of repeated "TAG block NNNNN" lines, one number a block
+blocks_of() {
+	local i
+	for ((i = 0; i < blocks; i++)); do
+		# yes ends on SIGPIPE when head has its bytes: that is not a failure
+		yes "$(printf '%s block %05d' "$1" "$i")" | head -c "$bs" || [ $? = 141 ]
+	done
+}
+blocks_of OLD >/tmp/ft.old
+blocks_of NEW >/tmp/ft.new
+put /tmp/ft.old "$map" "$bs"
+
+before=$(errors)
+echo 50000 >"$rate"
+failed_w=0
+: >/tmp/ft.failed
+for ((i = 0; i < blocks; i++)); do
+	if ! dd if=/tmp/ft.new of="$map" bs="$bs" skip="$i" seek="$i" count=1 oflag=direct status=none 2>/tmp/ft.err; then
+		grep -q 'Input/output error' /tmp/ft.err || fail "block $i: a failed write did not say EIO: $(cat /tmp/ft.err)"
+		failed_w=$((failed_w + 1))
+		printf '%s\n' "$i" >>/tmp/ft.failed
+	fi
+done
+# the ramdisk must not hold the plaintext of either version
+if grep -q -a -e 'NEW block' -e 'OLD block' "$dev"; then
+	fail "the ramdisk holds plaintext after failed writes"
+fi
+failed_r=0 wrong_r=0
+for ((i = 0; i < blocks; i++)); do
+	if dd if="$map" of=/tmp/ft.blk bs="$bs" skip="$i" count=1 iflag=direct status=none 2>/tmp/ft.err; then
+		old=$(dd if=/tmp/ft.old bs="$bs" skip="$i" count=1 status=none | sha256sum)
+		new=$(dd if=/tmp/ft.new bs="$bs" skip="$i" count=1 status=none | sha256sum)
+		got=$(sha256sum </tmp/ft.blk)
+		[ "$got" = "$old" ] || [ "$got" = "$new" ] || wrong_r=$((wrong_r + 1))
+	else
+		grep -q 'Input/output error' /tmp/ft.err || fail "block $i: a failed read did not say EIO: $(cat /tmp/ft.err)"
+		failed_r=$((failed_r + 1))
+	fi
+done
+echo 0 >"$rate"
+injected=$(($(errors) - before))
+[ "$wrong_r" = 0 ] || fail "$wrong_r reads under faults returned bytes that were never written"
+[ "$injected" -gt 0 ] || fail "the engine injected no error"
+if [ "$failed_w" = 0 ] || [ "$failed_r" = 0 ] || [ "$failed_w" = "$blocks" ]; then
+	fail "5% injected, yet $failed_w of $blocks writes and $failed_r reads failed (some of each must fail, not every write)"
+fi
+ok "5% of engine requests failed ($injected): $failed_w of $blocks writes and $failed_r reads returned EIO; no read returned other bytes; no plaintext on the ramdisk"
+
+# each block is old or new; a block whose write succeeded is new
+for ((i = 0; i < blocks; i++)); do
+	dd if="$map" of=/tmp/ft.blk bs="$bs" skip="$i" count=1 iflag=direct status=none ||
+		fail "block $i: read failed with the faults off"
+	new=$(dd if=/tmp/ft.new bs="$bs" skip="$i" count=1 status=none | sha256sum)
+	got=$(sha256sum </tmp/ft.blk)
+	if ! grep -qx "$i" /tmp/ft.failed; then
+		[ "$got" = "$new" ] || fail "block $i: its write succeeded but it reads back otherwise"
+	fi
+done
+put /tmp/ft.new "$map" "$bs"
+[ "$(sha_of "$map" $((blocks * bs)) "$bs")" = "$(sha256sum </tmp/ft.new | cut -d' ' -f1)" ] ||
+	fail "after the faults stopped, a full write does not read back"
+ok "after the faults: every successful write reads back, a full write and read back work"
+printf 'FAULTS injected=%s\n' "$injected"
