@@ -27,6 +27,10 @@ set -euo pipefail
 dev=/dev/ram0
 bytes=$((1 << 20))
 command -v lbscrypt >/dev/null || fail "no lbscrypt in the guest (build it: make -f tools/tools.mk tools tools-arm64)"
+# A distribution boot creates /dev/loop-control (kmod static-nodes) and the first
+# open loads the loop module; the rig's minimal /init does not: load it here.
+[ -e /dev/loop-control ] || modprobe loop || fail "the loop module does not load: no loop devices for the regular-file case"
+[ -e /dev/loop-control ] || fail "modprobe loop made no /dev/loop-control"
 [ "$(target_version crypt)" = v1.30.0 ] || fail "crypt is $(target_version crypt), expected ours v1.30.0"
 on_exit lbscrypt close lbs-tool
 on_exit cryptsetup close lbs-cs
