@@ -169,7 +169,8 @@ void lbs_free_bounce(struct lbs_config *cc, struct bio *clone)
 /*
  * Fill a clone of size bytes.  gfp is that of the single pages from the
  * pool; compound pages are tried first while gfp may not wait, and while
- * what is left is worth one.  NULL when a single page is not to be had.
+ * what is left is worth one.  False when a single page is not to be had
+ * (only where gfp may not wait).
  */
 static bool lbs_fill_bounce(struct lbs_config *cc, struct bio *clone,
 			    unsigned int size, gfp_t gfp, bool compound)
