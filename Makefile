@@ -26,7 +26,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod engine bench bench-smoke harden fuzz-check kmod-lint matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps kernels kmod engine bench bench-smoke harden fuzz-check tools-fuzz kmod-lint matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -73,7 +73,7 @@ bench-smoke: kmod engine
 # The guests carry the tool, installed from its Debian package (packaging/deb.mk).
 GUEST_TOOLS := $(if $(wildcard packaging/deb.mk),deb,$(if $(wildcard tools/tools.mk),tools tools-arm64,))
 
-matrix: kmod
+matrix: kmod $(GUEST_TOOLS)
 	@qemu/matrix $(KERNELS)
 
 matrix-check: matrix
@@ -91,7 +91,7 @@ kmod-lint: kernels
 # make harden: the whole guest suite, the table fuzzer, memory pressure, crypto
 # faults and lifecycle tests on the debug kernel (qemu/harden; LBS_HARDEN_TABLES
 # for a longer run). Writes build/harden/summary.json. Not part of check.
-harden: deps $(GUEST_TOOLS)
+harden: deps $(GUEST_TOOLS) tools-asan
 	@qemu/harden
 
 # make check's bounded fuzzing: the judge's own test (planted bad results must
@@ -99,6 +99,14 @@ harden: deps $(GUEST_TOOLS)
 fuzz-check: kmod
 	@python3 tests/harden/judge_test.py
 	@LBS_FUZZ_OUT=$(BUILD)/fuzz-check qemu/lib/fuzz-run $(SMOKE_KERNEL) 300 1
+
+# Argument fuzzing of lbscrypt under ASan/UBSan (tests/harden/argfuzz.py; runs as
+# nobody when root, so no device is touched): ARGFUZZ_COUNT command lines,
+# 300 in make check, 3000 under make harden.
+ARGFUZZ_COUNT ?= 300
+tools-fuzz: tools-asan
+	@python3 tests/harden/argfuzz.py $(TOOLS_BUILD_DIR)/asan/lbscrypt --count $(ARGFUZZ_COUNT) \
+		--json $(BUILD)/argfuzz.json
 
 SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init \
 	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/rig-test tests/fetch-check \
@@ -122,7 +130,7 @@ rig-host-test: deps
 # Cheap and host-only first, then the module builds, then the guests. The stages
 # run in this order, each timed (qemu/lib/stages); make check stops at the first
 # that fails. `make tools-lint` alone also tidies the tests (about 30 s a file).
-CHECK_STAGES := deps lint-shell rig-host-test fetch-check tools-test tools-asan tools-lint \
+CHECK_STAGES := deps lint-shell rig-host-test fetch-check tools-test tools-asan tools-fuzz tools-lint \
 	kmod-lint kmod deb deb-lint dkms-check rig-test matrix-check guest-test fuzz-check bench-smoke
 check:
 	@qemu/lib/stages TOOLS_TIDY_DIRS=tools/src $(if $(filter command line,$(origin KERNELS)),KERNELS="$(KERNELS)") $(CHECK_STAGES)

@@ -85,6 +85,27 @@ def read_log(path, ours, stock):
     return rows, summary
 
 
+def read_logs(paths, ours, stock):
+    """read_log over each path; the rows merged, the summaries' numbers added up
+    (None unless every log has its FUZZ-SUMMARY)"""
+    rows, summary = {ours: {}, stock: {}}, {}
+    for path in paths:
+        r, s = read_log(path, ours, stock)
+        for t in rows:
+            rows[t].update(r[t])
+        if s is None or summary is None:
+            summary = None
+            continue
+        for k, v in s.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                summary[k] = summary.get(k, 0) + v
+            elif k not in summary:
+                summary[k] = v
+            elif summary[k] != v:
+                summary[k] = "%s, %s" % (summary[k], v)
+    return rows, summary
+
+
 def key_bytes(tok):
     """the key size a key field asks for (None when it cannot say)"""
     if tok.startswith(":"):
@@ -274,13 +295,14 @@ class Judge:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", required=True)
-    ap.add_argument("--log", required=True)
+    ap.add_argument("--log", required=True, action="append",
+                    help="a guest log; give it twice when ours and stock ran in two boots")
     ap.add_argument("--json")
     ap.add_argument("--ours", default="crypt_lbs")
     ap.add_argument("--stock", default="crypt")
     a = ap.parse_args()
     cases = read_cases(a.cases)
-    rows, summary = read_log(a.log, a.ours, a.stock)
+    rows, summary = read_logs(a.log, a.ours, a.stock)
     j = Judge()
     incomplete = []
     if summary is None:

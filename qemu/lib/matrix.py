@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """The matrix's records: assemble the guests' MATRIX lines into results.json,
-print the table, and check results against tests/expected/matrix.tsv."""
+print the table, and check results against tests/expected/matrix.tsv.
+
+A MATRIX line carries one JSON record of `lbscrypt matrix --json` (tests/guest/matrix.sh);
+the tab-separated fields of the shell loop that preceded it are still read:
+  MATRIX <target> <arg> <outcome> <recorded> <logical_block_size> <version> <error>"""
 
 import json
 import sys
@@ -18,20 +22,34 @@ def _int_or_none(text):
     return None if text == "-" else int(text)
 
 
+def _parse_line(line):
+    """One MATRIX line as (dm target name, the record's cell fields)."""
+    _, rest = line.split("\t", 1)
+    if rest.startswith("{"):
+        rec = json.loads(rest)
+        return rec["target"], {
+            "target_version": rec["target_version"], "sector_size": rec["sector_size"],
+            "outcome": rec["outcome"], "recorded": rec["recorded"],
+            "logical_block_size": rec["logical_block_size"], "error": rec["error"],
+            "agrees": rec["agrees"],
+        }
+    name, arg, outcome, recorded, lbs, version, error = rest.split("\t")
+    return name, {
+        "target_version": version.lstrip("v"), "sector_size": arg, "outcome": outcome,
+        "recorded": _int_or_none(recorded), "logical_block_size": _int_or_none(lbs),
+        "error": None if error == "-" else error, "agrees": None,
+    }
+
+
 def assemble(raw_dir, out):
     records = []
     for meta in sorted(Path(raw_dir).glob("*.meta")):
         kernel, arch, page, release = meta.read_text().rstrip("\n").split("\t")
         for line in meta.with_suffix(".tsv").read_text().splitlines():
-            _, name, arg, outcome, recorded, lbs, version, error = line.split("\t")
-            target = TARGETS[name]
+            name, cell = _parse_line(line)
             records.append({
                 "kernel": kernel, "arch": arch, "page_size": int(page),
-                "kernel_release": release, "target": target,
-                "target_version": version.lstrip("v"), "sector_size": arg,
-                "outcome": outcome, "recorded": _int_or_none(recorded),
-                "logical_block_size": _int_or_none(lbs),
-                "error": None if error == "-" else error,
+                "kernel_release": release, "target": TARGETS[name], **cell,
             })
     Path(out).write_text(json.dumps(records, indent=1) + "\n")
 
@@ -41,17 +59,19 @@ def assemble(raw_dir, out):
 WIDTH = 100
 LEGEND = """cell: stock/lbscrypt. ok = loaded with that sector_size; N! = loaded, but the
 kernel recorded sector_size N, not the value written; EINVAL (or another error) =
-refused; - = not run (lbscrypt: the module was not built for that kernel)."""
+refused; - = not run (lbscrypt: the module was not built for that kernel);
+? after a cell = not what lbscrypt's predict() says for that kernel and target."""
 
 
 def _short(rec):
     if rec is None:
         return "-"
+    mark = "?" if rec.get("agrees") is False else ""
     if rec["outcome"] != "ok":
-        return rec["outcome"]
+        return rec["outcome"] + mark
     if str(rec["recorded"]) != rec["sector_size"]:
-        return f"{rec['recorded']}!"
-    return "ok"
+        return f"{rec['recorded']}!{mark}"
+    return "ok" + mark
 
 
 def _cell(cells, kernel, arg):
@@ -134,6 +154,9 @@ def check(results, expected):
             bad.add(cell)
         if version != "*" and rec["target_version"] != version:
             print(f"MISMATCH {where}: expected target version {version}, observed {rec['target_version']}")
+            bad.add(cell)
+        if rec.get("agrees") is False:
+            print(f"MISMATCH {where}: lbscrypt's predict() does not say what the kernel did")
             bad.add(cell)
         if err == "names-arg" and (rec["error"] is None or rec["sector_size"] not in rec["error"]):
             print(f"MISMATCH {where}: the ti->error must name the value {rec['sector_size']!r}, "

@@ -23,7 +23,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 ko=/lbs/kmod/lbs-engine.ko
-drv=lbs-engine-xts-aes
+drv='lbs-engine-xts-aes'
 spec=capi:$drv-plain64
 sysd=/sys/kernel/lbs_engine
 params=/sys/module/lbs_engine/parameters
@@ -155,7 +155,7 @@ for target in crypt crypt_lbs; do
 		cat "$log"
 		fail "$target: fio with 64 I/Os in flight through a queue of 2 failed"
 	fi
-	! grep -qiE 'verify: bad|verify failed|bad magic|err= *[1-9]' "$log" || { cat "$log"; fail "$target: fio reported errors"; }
+	fio_clean "$log" || { cat "$log"; fail "$target: fio reported errors"; }
 	dm_remove lbs-eng
 	backlogged=$(($(counter backlogged) - b0)) rejected=$(($(counter rejected) - r0))
 	[ "$backlogged" -gt 0 ] || fail "$target: no request was backlogged with 64 I/Os against a queue of 2"

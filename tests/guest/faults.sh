@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # faults.sh: crypto failures lose nothing and leak nothing (issue 11, section 3,
 # "Crypto faults"). For make harden; needs ours as crypt_lbs (`--module both`) and
-# the emulated engine (/lbs/kmod/lbs-engine.ko). The engine fails 5% of its
-# requests with -EIO while 64 blocks of 4096 bytes (one sector each) are written
-# and read one at a time (a direct I/O also makes the kernel issue requests of its
-# own, so a block sees more than one draw: some blocks fail, most do not):
+# the emulated engine (/lbs/kmod/lbs-engine.ko). The engine fails 10% of its
+# requests with -EIO while 128 blocks of 4096 bytes (one sector, one request
+# each: GNU dd's O_DIRECT) are written and read one at a time. The draws are
+# random: with 128 of each, no failed write or no failed read has a chance of
+# about 1e-6, so "some of each fail" is a fair demand:
 # - a write that fails returns EIO; every write that succeeded reads back right
 #   once the faults stop, and the ramdisk never holds plaintext (each block on the
 #   ramdisk is the ciphertext of the old or of the new data);
@@ -20,7 +21,7 @@ ko=/lbs/kmod/lbs-engine.ko
 spec=capi:lbs-engine-xts-aes-plain64
 key=$(test_key 64)
 dev=/dev/ram0
-blocks=64	# 4 KiB blocks, one engine request each
+blocks=128	# 4 KiB blocks, one engine request each
 bs=4096
 on_exit dm_remove lbs-ft
 on_exit sh -c "[ ! -d /sys/module/lbs_engine ] || rmmod lbs_engine"
@@ -56,7 +57,7 @@ blocks_of NEW >/tmp/ft.new
 put /tmp/ft.old "$map" "$bs"
 
 before=$(errors)
-echo 50000 >"$rate"
+echo 100000 >"$rate"
 failed_w=0
 : >/tmp/ft.failed
 for ((i = 0; i < blocks; i++)); do
@@ -87,9 +88,9 @@ injected=$(($(errors) - before))
 [ "$wrong_r" = 0 ] || fail "$wrong_r reads under faults returned bytes that were never written"
 [ "$injected" -gt 0 ] || fail "the engine injected no error"
 if [ "$failed_w" = 0 ] || [ "$failed_r" = 0 ] || [ "$failed_w" = "$blocks" ]; then
-	fail "5% injected, yet $failed_w of $blocks writes and $failed_r reads failed (some of each must fail, not every write)"
+	fail "10% injected, yet $failed_w of $blocks writes and $failed_r reads failed (some of each must fail, not every write)"
 fi
-ok "5% of engine requests failed ($injected): $failed_w of $blocks writes and $failed_r reads returned EIO; no read returned other bytes; no plaintext on the ramdisk"
+ok "10% of engine requests failed ($injected): $failed_w of $blocks writes and $failed_r reads returned EIO; no read returned other bytes; no plaintext on the ramdisk"
 
 # each block is old or new; a block whose write succeeded is new
 for ((i = 0; i < blocks; i++)); do

@@ -125,9 +125,8 @@ ok "writer thread: one per device, gone with it"
 fio_verify() {	# fio_verify WHAT DEVICE [fio options]: write and verify, errors fatal
 	local what=$1 target=$2
 	shift 2
-	if ! fio --name=h --filename="$target" --rw=randwrite --direct=1 --ioengine=libaio \
-		--verify=crc32c --verify_fatal=1 --randrepeat=1 "$@" >/tmp/h.fio 2>&1 ||
-		grep -qiE 'verify: bad|verify failed|bad magic|err= *[1-9]' /tmp/h.fio; then
+	if ! fio_ok /tmp/h.fio --name=h --filename="$target" --rw=randwrite --direct=1 --ioengine=libaio \
+		--verify=crc32c --verify_fatal=1 --randrepeat=1 "$@"; then
 		cat /tmp/h.fio
 		fail "$what: fio write+verify failed"
 	fi

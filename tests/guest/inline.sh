@@ -47,10 +47,9 @@ run() {
 	n=${#opts[@]}
 	dmsetup create lbs-in --table "0 $len crypt_lbs $spec $key 0 $dev 0${n:+ $n ${opts[*]}}" ||
 		fail "$spec ss=$ss ${opts[*]}: refused: $(ti_error)"
-	if ! fio --name=in --filename="$(dm_blkdev lbs-in)" --rw=randrw --bs="$((ss > 4096 ? ss : 4096))" \
+	if ! fio_ok /tmp/in.fio --name=in --filename="$(dm_blkdev lbs-in)" --rw=randrw --bs="$((ss > 4096 ? ss : 4096))" \
 		--direct=1 --ioengine=libaio --iodepth=16 --numjobs=2 --size="${size:-2m}" --offset_increment=2m \
-		--verify=crc32c --verify_fatal=1 --randrepeat=1 >/tmp/in.fio 2>&1 ||
-		grep -qiE 'verify: bad|verify failed|bad magic|err= *[1-9]' /tmp/in.fio; then
+		--verify=crc32c --verify_fatal=1 --randrepeat=1; then
 		cat /tmp/in.fio
 		fail "$spec ss=$ss ${opts[*]}: fio randrw with verification failed"
 	fi

@@ -80,6 +80,11 @@ ti_error() {
 printf '== %s on %s (%s, page size %s)\n' "$LBS_TEST" "$(uname -r)" "$(uname -m)" "$(getconf PAGESIZE)"
 dmsetup targets | sed 's/^/   target /'
 dmesg -c >/dev/null 2>&1 || true
+# The tests' O_DIRECT must be real. busybox's dd retries without O_DIRECT when the
+# kernel refuses its buffer (page-aligned only for blocks of a page or more), so
+# under 16K and 64K pages its "direct" I/O was buffered; GNU dd aligns every buffer.
+dd --version 2>/dev/null | grep -q coreutils ||
+	fail "dd here is not GNU coreutils' (busybox's falls back to buffered I/O where O_DIRECT is refused)"
 
 # --- helpers of the integration suite (tests/run-guest-tests) ---
 
@@ -119,17 +124,42 @@ pattern() {
 	printf '%015x\n' $(seq 0 $(($1 / 16 - 1)))
 }
 
+# io_bs DEV: the block size the helpers below use by default for DEV: 32 KiB, or
+# DEV's logical block size when that is larger (O_DIRECT needs whole blocks).
+io_bs() {
+	local d lbs=512
+	d=$(readlink -f "$1")
+	if [ -b "$d" ] && [ -r "/sys/class/block/${d##*/}/queue/logical_block_size" ]; then
+		lbs=$(cat "/sys/class/block/${d##*/}/queue/logical_block_size")
+	fi
+	printf '%s\n' "$((lbs > 32768 ? lbs : 32768))"
+}
+
 # sha_of DEV BYTES [BS]: sha256 of the first BYTES (a multiple of BS, default
-# 32 KiB) of a block device, read with O_DIRECT after dropping its page cache.
+# io_bs) of a block device, read with O_DIRECT after dropping its page cache.
 sha_of() {
-	local bs=${3:-32768}
+	local bs=${3:-$(io_bs "$1")}
 	blockdev --flushbufs "$1"
 	dd if="$1" bs="$bs" count="$(($2 / bs))" iflag=direct status=none | sha256sum | cut -d' ' -f1
 }
 
-# put FILE DEV [BS]: write FILE (a multiple of BS, default 32 KiB) to DEV with O_DIRECT.
+# put FILE DEV [BS]: write FILE (a multiple of BS, default io_bs) to DEV with O_DIRECT.
 put() {
-	dd if="$1" of="$2" bs="${3:-32768}" oflag=direct conv=fsync status=none
+	dd if="$1" of="$2" bs="${3:-$(io_bs "$2")}" oflag=direct conv=fsync status=none
+}
+
+# fio_clean LOG: true when a fio log shows no error: no job with err= other than 0
+# and no verification failure (fio can exit 0 with either printed).
+fio_clean() {
+	! grep -qiE 'verify: bad|verify failed|bad magic|err= *[1-9]' "$1"
+}
+
+# fio_ok LOG FIO-ARGS...: run fio with its output in LOG; true when it exits 0
+# and LOG is clean (fio_clean).
+fio_ok() {
+	local log=$1
+	shift
+	fio "$@" >"$log" 2>&1 && fio_clean "$log"
 }
 
 # lbsize DEV: the logical block size the kernel gives DEV.

@@ -44,7 +44,7 @@ while kill -0 "$fio_pid" 2>/dev/null; do
 	sleep 0.5
 done
 wait "$fio_pid" || { cat /tmp/lc.fio; fail "fio failed across $cycles suspend/wipe/set/resume cycles"; }
-if grep -qiE 'verify: bad|verify failed|bad magic|err= *[1-9]' /tmp/lc.fio; then
+if ! fio_clean /tmp/lc.fio; then
 	cat /tmp/lc.fio
 	fail "fio reported errors across $cycles key cycles"
 fi

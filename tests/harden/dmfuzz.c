@@ -28,17 +28,27 @@
  * (/dev/kmsg, non-blocking) is read from where it was before the case, so a
  * refusal without a message shows.
  *
+ * Removal runs on REMOVERS threads while the next cases go on: removing a device
+ * that had a table waits for grace periods and queue teardown (about 0.15 s a
+ * device under TCG, 0.4 s on the debug kernel: more than half of a case), and it
+ * logs nothing, so the case's kernel log is read before the device is handed
+ * over. A case's line is printed once its device is gone, so lines come out of
+ * order; ms is the case's time without the removal. The removals of earlier cases
+ * overlapping the next case's ioctls are a concurrency test of their own.
+ *
  * Output, one line per case (key=value, space separated; text values last):
  *   CASE id=.. kind=.. target=.. op=.. load=OK|ERRNO stage=.. logged=0|1
  *        data=ok|bad|-|ERRNO reread=same|diff|-|ERRNO data2=.. ct=HASH|- tab=HASH|-
  *        steps=E1,E2,.. final=live|suspended|- warn=0|1 removed=1|0 ms=ELAPSED msg="..."
- * and at the end "DMFUZZ-DONE cases=N". Exit status 0 unless the control device
+ * and at the end "DMFUZZ-DONE cases=N PHASE_ms=.." (the time spent in each phase,
+ * summed; removal summed over its threads). Exit status 0 unless the control device
  * or the case file cannot be opened (a failed case is a result, not an error).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <linux/dm-ioctl.h>
 #include <linux/fs.h>
 #include <linux/keyctl.h>
@@ -56,14 +66,34 @@
 #define BUF_SIZE (512 * 1024)	/* ioctl buffer; the generator keeps lines far below */
 #define IO_MAX (128 * 1024)	/* bytes written and read back per case */
 #define IO_ALIGN 65536		/* the largest sector size any rig kernel allows */
+#define REMOVERS 4		/* removal threads */
+#define RM_QUEUE 16		/* cases waiting for their device's removal */
 #define MSG_MAX 160		/* kernel message text kept for the output line */
 #define MAX_STEPS 16
 
 static int ctl = -1;
 static int kmsg = -1;
-static char *iobuf;		/* the ioctl buffer */
+static __thread char *iobuf;	/* the ioctl buffer (one per thread) */
 static unsigned char *wbuf, *rbuf;
 static char canon[BUF_SIZE];	/* the table read back */
+
+/* where the time goes, summed over all cases (printed with DMFUZZ-DONE) */
+enum { PH_CREATE, PH_LOAD, PH_RESUME, PH_DATA, PH_TABLE, PH_STEPS, PH_REMOVE, PH_N };
+static const char *const ph_name[PH_N] = {
+	"create", "load", "resume", "data", "table", "steps", "remove"
+};
+static long ph_ms[PH_N];
+static struct timespec ph_t;
+
+/* phase_end P: charge the time since the last phase_end to phase P */
+static void phase_end(int p)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	ph_ms[p] += (t.tv_sec - ph_t.tv_sec) * 1000 + (t.tv_nsec - ph_t.tv_nsec) / 1000000;
+	ph_t = t;
+}
 static char devname_cur[DM_NAME_LEN];
 
 struct result {
@@ -75,7 +105,7 @@ struct result {
 
 static const char *ename(int e)
 {
-	static char other[16];
+	static __thread char other[16];
 
 	switch (e) {
 	case 0: return "OK";
@@ -420,10 +450,80 @@ static void run_steps(const char *name, char *steps, struct result *res, int *li
 	}
 }
 
+/* a case waiting for its device's removal: its line is head "removed=N" tail */
+struct rm_job {
+	char name[DM_NAME_LEN];
+	char *head, *tail;
+};
+
+static struct rm_job rm_q[RM_QUEUE];
+static int rm_first, rm_count, rm_closed;
+static pthread_mutex_t rm_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rm_more = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t rm_room = PTHREAD_COND_INITIALIZER;
+
+static void remove_later(struct rm_job *job, const char *name)
+{
+	snprintf(job->name, sizeof(job->name), "%s", name);
+}
+
+/* rm_push: queue a job, waiting while RM_QUEUE cases wait already */
+static void rm_push(const struct rm_job *job)
+{
+	pthread_mutex_lock(&rm_lock);
+	while (rm_count == RM_QUEUE)
+		pthread_cond_wait(&rm_room, &rm_lock);
+	rm_q[(rm_first + rm_count) % RM_QUEUE] = *job;
+	rm_count++;
+	pthread_cond_signal(&rm_more);
+	pthread_mutex_unlock(&rm_lock);
+}
+
+/* remover: remove queued devices and print their cases until rm_closed and empty */
+static void *remover(void *unused)
+{
+	struct rm_job job;
+	struct timespec t0, t1;
+	int removed;
+
+	(void)unused;
+	iobuf = aligned_alloc(8, BUF_SIZE);
+	if (!iobuf) {
+		fprintf(stderr, "dmfuzz: out of memory\n");
+		exit(1);
+	}
+	for (;;) {
+		pthread_mutex_lock(&rm_lock);
+		while (!rm_count && !rm_closed)
+			pthread_cond_wait(&rm_more, &rm_lock);
+		if (!rm_count) {
+			pthread_mutex_unlock(&rm_lock);
+			break;
+		}
+		job = rm_q[rm_first];
+		rm_first = (rm_first + 1) % RM_QUEUE;
+		rm_count--;
+		pthread_cond_signal(&rm_room);
+		pthread_mutex_unlock(&rm_lock);
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		removed = dm_remove(job.name);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		__atomic_add_fetch(&ph_ms[PH_REMOVE], (t1.tv_sec - t0.tv_sec) * 1000 +
+				   (t1.tv_nsec - t0.tv_nsec) / 1000000, __ATOMIC_RELAXED);
+		printf("%sremoved=%d%s\n", job.head, removed, job.tail);	/* one locked call */
+		free(job.head);
+		free(job.tail);
+	}
+	free(iobuf);
+	return NULL;
+}
+
 static void run_case(const char *id, const char *kind, const char *target, const char *op,
 		     const char *lenstr, const char *params, char *steps)
 {
 	struct result res;
+	struct rm_job job;
 	uint64_t len, len2, seed;
 	char type2[DM_MAX_TYPE_NAME];
 	dev_t dev = 0;
@@ -446,17 +546,21 @@ static void run_case(const char *id, const char *kind, const char *target, const
 	snprintf(devname_cur, sizeof(devname_cur), "fz-%s", id);
 
 	kmsg_mark();
+	ph_t = t0;
 	r = dm_call(DM_DEV_CREATE, dm_init(devname_cur, 0));
+	phase_end(PH_CREATE);
 	if (r) {
 		strcpy(res.stage, "create");
 		goto out;
 	}
 	r = dm_load(devname_cur, len, target, params);
+	phase_end(PH_LOAD);
 	if (r) {
 		strcpy(res.stage, "load");
 		goto out;
 	}
 	r = dm_suspend(devname_cur, 0, &dev);
+	phase_end(PH_RESUME);
 	if (r) {
 		strcpy(res.stage, "resume");
 		goto out;
@@ -469,6 +573,7 @@ static void run_case(const char *id, const char *kind, const char *target, const
 	} else if (n) {
 		check_data(dev, n, res.data, sizeof(res.data));
 	}
+	phase_end(PH_DATA);
 	r = dm_table(devname_cur, &len2, type2);
 	if (r) {
 		snprintf(res.reread, sizeof(res.reread), "%s", ename(r));
@@ -491,25 +596,33 @@ static void run_case(const char *id, const char *kind, const char *target, const
 					 strcmp(first, canon) || strcmp(type2, target) ? "diff" : "same");
 		}
 	}
+	phase_end(PH_TABLE);
 	r = 0;
 	if (strcmp(op, "msg") == 0 && steps) {
 		run_steps(devname_cur, steps, &res, &live);
 		snprintf(res.final_state, sizeof(res.final_state), "%s", live ? "live" : "suspended");
 		if (live && n)
 			check_data(dev, n, res.data2, sizeof(res.data2));
+		phase_end(PH_STEPS);
 	}
 out:
 	snprintf(res.load, sizeof(res.load), "%s", res.stage[0] == '-' ? "OK" : ename(r));
-	res.removed = dm_remove(devname_cur);
+	phase_end(PH_STEPS);
 	kmsg_collect(&res);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("CASE id=%s kind=%s target=%s op=%s load=%s stage=%s logged=%d data=%s reread=%s "
-	       "data2=%s ct=%s tab=%s steps=%s final=%s warn=%d removed=%d ms=%ld msg=\"%s\"\n",
-	       id, kind, target, op, res.load, res.stage, res.logged, res.data, res.reread,
-	       res.data2, res.ct, res.tab, res.steps[0] ? res.steps : "-", res.final_state,
-	       res.warn, res.removed,
-	       (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000), res.msg);
-	fflush(stdout);
+	remove_later(&job, devname_cur);
+	if (asprintf(&job.head, "CASE id=%s kind=%s target=%s op=%s load=%s stage=%s logged=%d "
+		     "data=%s reread=%s data2=%s ct=%s tab=%s steps=%s final=%s warn=%d ",
+		     id, kind, target, op, res.load, res.stage, res.logged, res.data, res.reread,
+		     res.data2, res.ct, res.tab, res.steps[0] ? res.steps : "-", res.final_state,
+		     res.warn) < 0 ||
+	    asprintf(&job.tail, " ms=%ld msg=\"%s\"",
+		     (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000),
+		     res.msg) < 0) {
+		fprintf(stderr, "dmfuzz: out of memory\n");
+		exit(1);
+	}
+	rm_push(&job);
 }
 
 /* add_keys: the keyring keys the generator's tables name (logon and user, in @u) */
@@ -537,8 +650,10 @@ static void add_keys(void)
 int main(int argc, char **argv)
 {
 	static char line[BUF_SIZE];
+	pthread_t removers[REMOVERS];
 	FILE *f;
 	long cases = 0;
+	int i;
 
 	if (argc < 2 || argc > 3) {
 		fprintf(stderr, "usage: dmfuzz CASES [TARGET]\n");
@@ -566,6 +681,11 @@ int main(int argc, char **argv)
 	}
 	add_keys();
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (i = 0; i < REMOVERS; i++)
+		if (pthread_create(&removers[i], NULL, remover, NULL)) {
+			fprintf(stderr, "dmfuzz: cannot start a removal thread\n");
+			return 1;
+		}
 	while (fgets(line, sizeof(line), f)) {
 		char *field[8] = { 0 }, *save = NULL, *p;
 		int nf = 0;
@@ -588,6 +708,15 @@ int main(int argc, char **argv)
 		cases++;
 	}
 	fclose(f);
-	printf("DMFUZZ-DONE cases=%ld\n", cases);
+	pthread_mutex_lock(&rm_lock);
+	rm_closed = 1;
+	pthread_cond_broadcast(&rm_more);
+	pthread_mutex_unlock(&rm_lock);
+	for (i = 0; i < REMOVERS; i++)
+		pthread_join(removers[i], NULL);
+	printf("DMFUZZ-DONE cases=%ld", cases);
+	for (i = 0; i < PH_N; i++)
+		printf(" %s_ms=%ld", ph_name[i], ph_ms[i]);
+	printf("\n");
 	return 0;
 }

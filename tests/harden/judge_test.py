@@ -77,12 +77,16 @@ def good_log(cases):
     return lines
 
 
-def judge(tmp, cases_path, lines):
-    log = os.path.join(tmp, "log")
-    with open(log, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+def judge(tmp, cases_path, *logs):
+    """the judge over one or more logs (lists of lines), as fuzz-run calls it"""
+    args = []
+    for i, lines in enumerate(logs):
+        log = os.path.join(tmp, "log%d" % i)
+        with open(log, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        args += ["--log", log]
     js = os.path.join(tmp, "out.json")
-    p = subprocess.run([sys.executable, JUDGE, "--cases", cases_path, "--log", log, "--json", js],
+    p = subprocess.run([sys.executable, JUDGE, "--cases", cases_path] + args + ["--json", js],
                        stdout=subprocess.PIPE, universal_newlines=True, check=False)
     import json
     with open(js, encoding="utf-8") as f:
@@ -123,6 +127,26 @@ def main():
             return 1
         print("ok   the judge passes a documented-behaviour log (%d tables, %d messages)"
               % (js["tables_tried"], js["messages_tried"]))
+        # make harden's split: ours and stock from two boots, a summary each
+        summary = [ln for ln in lines if ln.startswith("FUZZ-SUMMARY ")]
+        ours = [ln for ln in lines if " target=crypt_lbs " in ln] + summary
+        stock = [ln for ln in lines if " target=crypt " in ln] + summary
+        rc, js2, out = judge(tmp, cases_path, ours, stock)
+        if rc != 0 or js2["tables_tried"] != js["tables_tried"]:
+            print(out)
+            print("FAIL judge_test: the same log split into ours' and stock's boots does not pass alike")
+            fails += 1
+        else:
+            print("ok   the same results from two boots (ours, stock) pass alike")
+        for what, logs, cat in [("stock's boot is missing", (ours,), "missing_results"),
+                                ("stock's boot did not finish", (ours, stock[:-1]), "incomplete")]:
+            rc, js2, out = judge(tmp, cases_path, *logs)
+            if rc == 0 or not js2.get(cat):
+                print(out[-2000:])
+                print("FAIL judge_test: %s, yet the judge exits %d" % (what, rc))
+                fails += 1
+            else:
+                print("ok   %s: the judge fails (%s)" % (what, cat))
         ours_valid = lambda ln: " target=crypt_lbs " in ln and " kind=valid " in ln and " load=OK" in ln  # noqa: E731
         stock_valid = lambda ln: " target=crypt " in ln and " kind=valid " in ln and " load=OK" in ln  # noqa: E731
         ours_ref = lambda ln: " target=crypt_lbs " in ln and " load=EINVAL" in ln  # noqa: E731

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -24,6 +26,10 @@ class FakeKernel final : public Kernel {
   bool fail_list = false;
   // A kernel that misreports: records this sector_size whatever the table says.
   std::optional<std::string> recorded_override;
+  // Target types the kernel does not know (create fails with EINVAL), and a table read that
+  // fails (to test what happens to devices already made).
+  std::set<std::string, std::less<>> missing_targets;
+  bool fail_table = false;
   int creates = 0;
   int removes = 0;
 
@@ -43,6 +49,12 @@ class FakeKernel final : public Kernel {
 
   Result<DeviceInfo> create(const CreateRequest &request) override {
     ++creates;
+    if (mappings.contains(request.name)) {
+      return make_error(Errc::exists, "the kernel refused: Device or resource busy", EBUSY);
+    }
+    if (missing_targets.contains(request.target_type)) {
+      return make_error(Errc::kernel, "the kernel refused: Invalid argument", EINVAL);
+    }
     // The kernel side of sector_size, written out independently of lbscrypt::predict.
     std::string params(request.params.view());
     const auto pos = params.find("sector_size:");
@@ -51,11 +63,15 @@ class FakeKernel final : public Kernel {
       const std::string arg =
           params.substr(pos + 12, end == std::string::npos ? end : end - pos - 12);
       const bool stock = !version || *version < TargetVersion{1, 30, 0};
+      // Both read digits only: no sign, no junk (sscanf "%hu%c"; kstrtouint).
+      if (arg.empty() || arg.find_first_not_of("0123456789") != std::string::npos) {
+        return make_error(Errc::kernel, "the kernel refused: Invalid argument", EINVAL);
+      }
       const unsigned long long full = std::stoull(arg);
       const unsigned long long value = stock ? (full & 0xffffULL) : full;
       const unsigned long long bound = stock ? 4096 : std::min<unsigned long long>(page, 65536);
       if (value < 512 || value > bound || (value & (value - 1)) != 0) {
-        return make_error(Errc::kernel, "the kernel refused: Invalid argument");
+        return make_error(Errc::kernel, "the kernel refused: Invalid argument", EINVAL);
       }
       // dm-crypt: "Invalid iv_offset sector" unless it starts on an encryption sector.
       std::istringstream fields(params);
@@ -64,7 +80,7 @@ class FakeKernel final : public Kernel {
       unsigned long long iv_offset = 0;
       fields >> cipher_word >> key_word >> iv_offset;
       if (iv_offset % (value / 512) != 0) {
-        return make_error(Errc::kernel, "the kernel refused: Invalid iv_offset sector");
+        return make_error(Errc::kernel, "the kernel refused: Invalid iv_offset sector", EINVAL);
       }
       params.replace(pos + 12, arg.size(), recorded_override.value_or(std::to_string(value)));
     }
@@ -102,6 +118,9 @@ class FakeKernel final : public Kernel {
   }
 
   Result<std::vector<TargetLine>> table(std::string_view name) override {
+    if (fail_table) {
+      return make_error(Errc::kernel, "cannot read the table of " + std::string(name));
+    }
     const auto it = mappings.find(name);
     if (it == mappings.end()) {
       return make_error(Errc::not_found, "no device-mapper device named " + std::string(name));

@@ -235,7 +235,7 @@ TEST_CASE("terminal input follows cryptsetup: --key-file=- prompts, -l does not 
   CHECK(hex(key->key) == "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631");
 }
 
-TEST_CASE("a passphrase with a default draws the 2.7 warning; a key file does not", "[keys]") {
+TEST_CASE("a passphrase with a default draws the 2.7 warning, a key file does not", "[keys]") {
   KeyOptions o;
   const auto warned = lbscrypt::plan_plain_key(o, false);
   REQUIRE(warned.ok());

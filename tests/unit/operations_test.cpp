@@ -250,7 +250,7 @@ TEST_CASE("a kernel that refuses an unaligned iv_offset (the fake) is what predi
   CHECK(lbscrypt::predict(t, TargetVersion{1, 30, 0}, 65536).outcome == lbscrypt::Outcome::refused);
 }
 
-TEST_CASE("without device-mapper a table up to 4096 still works; above it says what to pass",
+TEST_CASE("without device-mapper a table up to 4096 still works, above it says what to pass",
           "[operations]") {
   Fixture f;
   f.kernel.fail_list = true;
@@ -287,13 +287,13 @@ TEST_CASE("a regular file gets a loop device, released after the mapping holds i
   CHECK_FALSE(f.kernel.mappings.contains("img2"));
 }
 
-TEST_CASE("close refuses a mapping in use; status reads type and key location", "[operations]") {
+TEST_CASE("close refuses a mapping in use, status reads type and key location", "[operations]") {
   Fixture f;
   lbscrypt::CreateRequest luks;
   luks.name = "l2";
   luks.uuid = "CRYPT-LUKS2-0123456789abcdef0123456789abcdef-l2";
   luks.length = 8;
-  luks.params.append(":32:logon:cryptsetup:0123 0 7:0 4096");
+  luks.params.append("aes-xts-plain64 :32:logon:cryptsetup:0123 0 7:0 4096");
   REQUIRE(f.kernel.create(luks).ok());
   f.kernel.mappings.at("l2").info.open_count = 1;
   f.kernel.mappings.at("l2").info.suspended = true;

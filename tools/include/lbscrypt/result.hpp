@@ -25,6 +25,7 @@ enum class Errc {
 struct Error {
   Errc code;
   std::string message;  // one line, says what was wrong and what to do
+  int os_errno = 0;     // the errno of the failed system call or ioctl, when known
 };
 
 template <class T>
@@ -66,8 +67,8 @@ class [[nodiscard]] Result<void> {
   bool ok_ = true;
 };
 
-[[nodiscard]] inline Error make_error(Errc code, std::string message) {
-  return Error{code, std::move(message)};
+[[nodiscard]] inline Error make_error(Errc code, std::string message, int os_errno = 0) {
+  return Error{code, std::move(message), os_errno};
 }
 
 }  // namespace lbscrypt

@@ -13,6 +13,7 @@
 #include "lbscrypt/numbers.hpp"
 #include "lbscrypt/operations.hpp"
 #include "lbscrypt/version.hpp"
+#include "matrix_cmd.hpp"
 #include "output.hpp"
 #include "tty.hpp"
 
@@ -33,6 +34,7 @@ struct Numbers {
   std::string assume_page_size;
   std::string check_sector_size;
   std::string timeout;
+  std::string bytes;
 };
 
 // Everything the options fill in.
@@ -46,6 +48,7 @@ struct Options {
   std::string target_type = "crypt";
   std::string name;
   std::optional<std::uint64_t> check_sector_size;
+  BenchmarkRequest benchmark;
   bool json = false;
   bool read_only = false;
   bool show_keys = false;
@@ -71,6 +74,8 @@ struct Parsed {
   CLI::Option *assume_page_size = nullptr;
   CLI::Option *check_sector_size = nullptr;
   CLI::Option *timeout = nullptr;
+  CLI::Option *bytes = nullptr;
+  CLI::Option *driver = nullptr;
 };
 
 bool given(const CLI::Option *option) { return option != nullptr && option->count() != 0; }
@@ -163,6 +168,7 @@ Result<void> settle(Options &o, const Parsed &p) {
   std::uint32_t keyfile_size = 0;
   std::uint32_t timeout = 0;
   std::uint64_t check_size = 0;
+  std::uint64_t bytes = 0;
   const std::pair<const CLI::Option *, std::function<Result<void>()>> steps[] = {
       {p.offset, [&] { return u64("--offset", n.offset, o.mapping.offset); }},
       {p.skip, [&] { return u64("--skip", n.skip, o.mapping.skip); }},
@@ -176,6 +182,7 @@ Result<void> settle(Options &o, const Parsed &p) {
        [&] { return u32("--assume-page-size", n.assume_page_size, o.assume_page_size); }},
       {p.check_sector_size, [&] { return u64("--sector-size", n.check_sector_size, check_size); }},
       {p.timeout, [&] { return u32("--timeout", n.timeout, timeout); }},
+      {p.bytes, [&] { return u64("--bytes", n.bytes, bytes); }},
   };
   for (const auto &[option, step] : steps) {
     if (given(option)) {
@@ -192,6 +199,9 @@ Result<void> settle(Options &o, const Parsed &p) {
   }
   if (given(p.check_sector_size)) {
     o.check_sector_size = check_size;
+  }
+  if (given(p.bytes)) {
+    o.benchmark.bytes = bytes;
   }
   o.timeout_s = timeout;
   if (!given(p.hash)) {
@@ -299,6 +309,45 @@ int succeed(std::ostream &out, const Options &o) {
   return kExitOk;
 }
 
+void add_benchmark_options(CLI::App &cmd, Options &o, Parsed &p) {
+  p.cipher = cmd.add_option("--cipher,-c", o.mapping.cipher,
+                            "Cipher specification (default aes-xts-plain64)");
+  p.key_size =
+      cmd.add_option("--key-size,-s", o.numbers.key_size, "Key size in bits (default 256)");
+  p.driver = cmd.add_option(
+      "--driver", o.benchmark.driver.emplace(),
+      "Kernel driver to use instead of the cipher's algorithm (e.g. lbs-engine-xts-aes)");
+  auto *time = cmd.add_option("--time", o.benchmark.seconds,
+                              "Seconds per unit size and direction (default 0.2)")
+                   ->check(CLI::Range(0.01, 60.0));
+  p.bytes = cmd.add_option("--bytes", o.numbers.bytes,
+                           "Bytes per unit size and direction, instead of a time");
+  time->excludes(p.bytes);
+  cmd.add_flag("--json", o.json, "JSON records, one a line");
+  add_environment_options(cmd, o, p);
+  add_common_flags(cmd, o);
+}
+
+int benchmark(const Options &o, const Parsed &p, const Environment &env, const Services &services,
+              std::ostream &out, std::ostream &err) {
+  BenchmarkRequest request = o.benchmark;
+  request.cipher = o.mapping.cipher;
+  request.key_bits = o.key.key_size_bits;
+  if (!given(p.driver)) {
+    request.driver.reset();
+  }
+  const auto crypto = services.make_crypto ? services.make_crypto() : nullptr;
+  if (!crypto) {
+    return fail(err, make_error(Errc::kernel, "no crypto API to measure"));
+  }
+  const auto report = run_benchmark(request, env, *crypto);
+  if (!report) {
+    return fail(err, report.error());
+  }
+  print_benchmark(out, *report, o.target_type, o.json);
+  return succeed(out, o);
+}
+
 }  // namespace
 
 int exit_code(Errc code) {
@@ -328,6 +377,9 @@ Services system_services() {
   s.stdin_is_terminal = stdin_is_terminal();
   s.stdout_is_terminal = isatty(STDOUT_FILENO) == 1;
   s.make_terminal = terminal_reader;
+  s.make_observer = make_system_observer;
+  s.is_root = geteuid() == 0;
+  s.make_crypto = make_af_alg_crypto;
   return s;
 }
 
@@ -343,6 +395,7 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   Parsed table_p;
   Parsed open_p;
   Parsed check_p;
+  Parsed bench_p;
 
   auto *table = app.add_subcommand("table", "Print a crypt table line for dmsetup create");
   table->set_help_flag("--help");
@@ -381,6 +434,13 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   add_environment_options(*check_cmd, o, check_p);
   add_common_flags(*check_cmd, o);
 
+  MatrixArgs matrix_args;
+  const auto *matrix = add_matrix_command(app, matrix_args);
+
+  auto *bench = app.add_subcommand("benchmark", "The kernel's cipher per unit size (AF_ALG)");
+  bench->set_help_flag("--help");
+  add_benchmark_options(*bench, o, bench_p);
+
   std::vector<std::string> argv_tail(args.begin() + (args.empty() ? 0 : 1), args.end());
   std::reverse(argv_tail.begin(), argv_tail.end());
   try {
@@ -395,11 +455,15 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
     err << "lbscrypt: " << e.what() << " (see lbscrypt --help)\n";
     return kExitInvalid;
   }
+  if (matrix->parsed()) {
+    return matrix_command(matrix_args, services, out, err);
+  }
   // close and status always ask the running kernel: no --assume-* there.
   const Parsed none;
   const Parsed &p = table->parsed()       ? table_p
                     : open->parsed()      ? open_p
                     : check_cmd->parsed() ? check_p
+                    : bench->parsed()     ? bench_p
                                           : none;
   if (const auto settled = settle(o, p); !settled) {
     return fail(err, settled.error());
@@ -467,6 +531,9 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
     }
     print_check(out, *report, o.target_type, o.json);
     return report->refusal ? exit_code(report->refusal->code) : succeed(out, o);
+  }
+  if (bench->parsed()) {
+    return benchmark(o, bench_p, *env, services, out, err);
   }
   if (open->parsed()) {
     const auto planned = planned_table(o, *env, services, err);

@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "lbscrypt/benchmark.hpp"
 #include "lbscrypt/device.hpp"
 #include "lbscrypt/kernel.hpp"
 #include "lbscrypt/keys.hpp"
+#include "lbscrypt/matrix.hpp"
 #include "lbscrypt/result.hpp"
 #include "tty.hpp"
 
@@ -35,6 +37,11 @@ struct Services {
   bool stdin_is_terminal = false;
   bool stdout_is_terminal = false;  // the key is not printed to a terminal without --showkeys
   std::function<TerminalReader(const TerminalOptions &)> make_terminal;
+  std::function<std::unique_ptr<CryptoApi>()> make_crypto;  // AF_ALG, for benchmark
+
+  // For matrix: the kernel log and sysfs; it refuses to run without root.
+  std::function<std::unique_ptr<KernelObserver>()> make_observer;
+  bool is_root = false;
 };
 
 // The real services: libdevmapper, the system's block devices, the controlling terminal.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
@@ -187,6 +188,54 @@ void print_status(std::ostream &out, const StatusReport &report, std::string_vie
   }
   out << fmt::format("  dm device: {}\n", report.device.dm_node());
   out << fmt::format("  target:  {} v{}\n", target_type, version);
+}
+
+void print_benchmark(std::ostream &out, const BenchmarkReport &report, std::string_view target_type,
+                     bool json_output) {
+  const Recommendation &rec = report.recommendation;
+  const auto rounded = [](double v) { return std::round(v * 100.0) / 100.0; };
+  if (json_output) {
+    const json driver = report.driver ? json(*report.driver) : json(nullptr);
+    for (const auto &r : report.results) {
+      out << json{{"cipher", report.cipher},
+                  {"algorithm", report.kernel.algorithm},
+                  {"driver", driver},
+                  {"key_size", report.key_bits},
+                  {"sector_size", r.unit},
+                  {"encrypt_mibps", rounded(r.encrypt.mib_per_s())},
+                  {"decrypt_mibps", rounded(r.decrypt.mib_per_s())},
+                  {"encrypt_requests", r.encrypt.requests},
+                  {"decrypt_requests", r.decrypt.requests},
+                  {"encrypt_bytes", r.encrypt.bytes},
+                  {"decrypt_bytes", r.decrypt.bytes}}
+                 .dump()
+          << '\n';
+    }
+    out << json{{"recommended_sector_size", rec.sector_size},
+                {"gain_over_4096",
+                 rec.gain_over_4096 ? json(rounded(*rec.gain_over_4096)) : json(nullptr)},
+                {"max_plain_sector_size", rec.max_plain},
+                {"max_luks_sector_size", rec.max_luks},
+                {"page_size", rec.page_size},
+                {"target", target_type},
+                {"target_version",
+                 rec.known.target_loaded ? json(version_text(rec.known)) : json(nullptr)},
+                {"reason", rec.reason}}
+               .dump()
+        << '\n';
+    return;
+  }
+  out << fmt::format(
+      "# {} ({}-bit key) as the kernel's {}{}, through AF_ALG: one request per "
+      "unit, each with its own IV; memory only, no storage I/O\n",
+      report.cipher, report.key_bits, report.kernel.algorithm,
+      report.driver ? " (driver " + *report.driver + ")" : std::string());
+  out << fmt::format("{:>6}  {:>14}  {:>14}\n", "unit", "encrypt MiB/s", "decrypt MiB/s");
+  for (const auto &r : report.results) {
+    out << fmt::format("{:>6}  {:>14.1f}  {:>14.1f}\n", r.unit, r.encrypt.mib_per_s(),
+                       r.decrypt.mib_per_s());
+  }
+  out << fmt::format("Recommended sector size: {}. {}.\n", rec.sector_size, rec.reason);
 }
 
 void print_opened(std::ostream &out, const OpenResult &opened) {

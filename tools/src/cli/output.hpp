@@ -5,6 +5,7 @@
 #include <iosfwd>
 #include <string_view>
 
+#include "lbscrypt/benchmark.hpp"
 #include "lbscrypt/operations.hpp"
 
 namespace lbscrypt::cli {
@@ -18,6 +19,9 @@ void print_check(std::ostream &out, const CheckReport &report, std::string_view 
 void print_status(std::ostream &out, const StatusReport &report, std::string_view path,
                   std::string_view target_type, bool json);
 void print_opened(std::ostream &out, const OpenResult &opened);
+// A table of throughput per unit size and the recommendation; with `json`, a record a line.
+void print_benchmark(std::ostream &out, const BenchmarkReport &report, std::string_view target_type,
+                     bool json);
 
 // Writes `text` as a JSON string literal (quotes included) without copying it.
 void write_json_string(std::ostream &out, std::string_view text);

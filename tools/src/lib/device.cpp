@@ -16,28 +16,13 @@
 #include <fstream>
 
 #include "cryptsetup_handle.hpp"
+#include "file_descriptor.hpp"
 
 namespace lbscrypt {
 
 namespace {
 
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor &) = delete;
-  FileDescriptor &operator=(const FileDescriptor &) = delete;
-  FileDescriptor(FileDescriptor &&) = delete;
-  FileDescriptor &operator=(FileDescriptor &&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) {
-      close(fd_);
-    }
-  }
-  [[nodiscard]] int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using detail::FileDescriptor;
 
 class SystemBlockDevices final : public BlockDevices {
  public:

@@ -76,17 +76,22 @@ Errc errno_category(int error, Errc fallback) {
 }
 
 Error dm_failure(Errc code, std::string_view what, dm_task *task = nullptr) {
+  const int error = task != nullptr ? dm_task_get_errno(task) : 0;
   if (task != nullptr) {
-    code = errno_category(dm_task_get_errno(task), code);
+    code = errno_category(error, code);
   }
   if (code == Errc::kernel && geteuid() != 0) {
     code = Errc::permission;
   }
   std::string detail = last_dm_error();
-  if (detail.empty()) {
+  if (code == Errc::permission && geteuid() != 0) {
+    // Without root, libdevmapper cannot open its control node and blames the kernel's
+    // version ("Incompatible libdevmapper ... and kernel driver"): say what is wrong.
+    detail = "device-mapper needs root: run lbscrypt as root";
+  } else if (detail.empty()) {
     detail = "device-mapper gave no reason (is dm_mod loaded and are you root?)";
   }
-  return make_error(code, fmt::format("{}: {}", what, detail));
+  return make_error(code, fmt::format("{}: {}", what, detail), error);
 }
 
 class DevmapperKernel final : public Kernel {
@@ -130,25 +135,43 @@ class DevmapperKernel final : public Kernel {
 
   std::uint32_t page_size() override { return static_cast<std::uint32_t>(sysconf(_SC_PAGESIZE)); }
 
+  // Create, load and resume as three tasks rather than libdevmapper's one-task create: when
+  // that one's table load fails, the remove that reverts it resets the task's errno, and the
+  // load's errno (EINVAL, ...) is what the caller needs.
   Result<DeviceInfo> create(const CreateRequest &request) override {
-    const Task task(named_task(DM_DEVICE_CREATE, request.name));
-    if (!task) {
+    const Task made(named_task(DM_DEVICE_CREATE, request.name));
+    if (!made ||
+        (!request.uuid.empty() && dm_task_set_uuid(made.get(), request.uuid.c_str()) == 0)) {
       return dm_failure(Errc::kernel, "cannot prepare the create request");
     }
+    if (dm_task_run(made.get()) == 0) {
+      return dm_failure(Errc::kernel, fmt::format("the kernel refused to create {}", request.name),
+                        made.get());
+    }
+    const Task load(named_task(DM_DEVICE_RELOAD, request.name));
     SecretBuffer params = request.params;  // NUL-terminated copy, wiped on return
     params.append("", 1);
     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
     const auto *text = reinterpret_cast<const char *>(params.data());
-    const bool added =
-        dm_task_add_target(task.get(), 0, request.length, request.target_type.c_str(), text) != 0;
-    if (!added || dm_task_secure_data(task.get()) == 0 ||
-        (!request.uuid.empty() && dm_task_set_uuid(task.get(), request.uuid.c_str()) == 0) ||
-        (request.read_only && dm_task_set_ro(task.get()) == 0)) {
-      return dm_failure(Errc::kernel, "cannot prepare the create request");
+    if (!load ||
+        dm_task_add_target(load.get(), 0, request.length, request.target_type.c_str(), text) == 0 ||
+        dm_task_secure_data(load.get()) == 0 ||
+        (request.read_only && dm_task_set_ro(load.get()) == 0)) {
+      return undo_create(request.name,
+                         dm_failure(Errc::kernel, "cannot prepare the create request"));
     }
-    if (!run_with_udev(task.get())) {
-      return dm_failure(Errc::kernel, fmt::format("the kernel refused to create {}", request.name),
-                        task.get());
+    if (dm_task_run(load.get()) == 0) {
+      return undo_create(
+          request.name,
+          dm_failure(Errc::kernel, fmt::format("the kernel refused to create {}", request.name),
+                     load.get()));
+    }
+    const Task resume(named_task(DM_DEVICE_RESUME, request.name));
+    if (!resume || !run_with_udev(resume.get())) {
+      return undo_create(
+          request.name,
+          dm_failure(Errc::kernel, fmt::format("the kernel refused to resume {}", request.name),
+                     resume.get()));
     }
     return info(request.name);
   }
@@ -224,6 +247,12 @@ class DevmapperKernel final : public Kernel {
     const bool ok = dm_task_run(task) != 0;
     dm_udev_wait(cookie);
     return ok;
+  }
+
+  // Removes a device whose creation failed half-way; returns the failure.
+  Error undo_create(std::string_view name, Error error) {
+    static_cast<void>(remove(name));
+    return error;
   }
 
   static Result<std::vector<TargetLine>> targets(int type, std::string_view name) {
