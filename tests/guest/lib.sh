@@ -127,11 +127,8 @@ pattern() {
 # io_bs DEV: the block size the helpers below use by default for DEV: 32 KiB, or
 # DEV's logical block size when that is larger (O_DIRECT needs whole blocks).
 io_bs() {
-	local d lbs=512
-	d=$(readlink -f "$1")
-	if [ -b "$d" ] && [ -r "/sys/class/block/${d##*/}/queue/logical_block_size" ]; then
-		lbs=$(cat "/sys/class/block/${d##*/}/queue/logical_block_size")
-	fi
+	local lbs=512
+	[ ! -b "$1" ] || lbs=$(lbsize "$1")
 	printf '%s\n' "$((lbs > 32768 ? lbs : 32768))"
 }
 
@@ -162,9 +159,11 @@ fio_ok() {
 	fio "$@" >"$log" 2>&1 && fio_clean "$log"
 }
 
-# lbsize DEV: the logical block size the kernel gives DEV.
+# lbsize DEV: the logical block size the kernel gives DEV (a node or a link to one).
 lbsize() {
-	cat "/sys/block/${1##*/}/queue/logical_block_size"
+	local d
+	d=$(readlink -f "$1")
+	cat "/sys/class/block/${d##*/}/queue/logical_block_size"
 }
 
 # page_size, and bound: the largest sector_size dm-crypt-lbs accepts here (min(page, 65536)).
