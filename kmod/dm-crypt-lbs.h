@@ -18,6 +18,7 @@
 #include <linux/string.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
+#include <linux/highmem.h>
 #include <crypto/skcipher.h>
 
 #include "compat.h"
@@ -72,6 +73,7 @@ enum lbs_state {
 				      min_t(unsigned int, BIO_MAX_VECS, \
 					    SZ_1M >> PAGE_SHIFT))
 
+struct crypto_aes_ctx;
 struct lbs_config;
 struct lbs_req;
 
@@ -84,7 +86,7 @@ struct lbs_iv_ops {
 	int (*ctr)(struct lbs_config *cc, struct dm_target *ti,
 		   const char *opts);
 	/* takes its part of cc->key (after the cipher keys) when a key is set */
-	void (*init)(struct lbs_config *cc);
+	int (*init)(struct lbs_config *cc);
 	int (*gen)(struct lbs_config *cc, u8 *iv, struct lbs_req *lr);
 	/* after the request succeeded; may not sleep (a driver's completion) */
 	int (*post)(struct lbs_config *cc, u8 *iv, struct lbs_req *lr);
@@ -106,8 +108,10 @@ struct lbs_config {
 	const struct lbs_iv_ops *iv_ops;
 	unsigned int benbi_shift;
 	unsigned int key_extra_size;	/* key bytes after the cipher keys */
+	unsigned int key_parts;	/* the key's parts: cipher keys + the IV's */
 	struct crypto_shash *iv_hash;	/* lmk: md5; tcw: crc32 */
 	u8 *iv_seed;		/* lmk: seed block; tcw: IV seed, whitening */
+	struct crypto_aes_ctx *iv_aes;	/* elephant: the sector-key key */
 
 	unsigned int sector_size;
 	unsigned int sector_shift;	/* log2(sector_size) - SECTOR_SHIFT */
@@ -197,6 +201,17 @@ static inline void lbs_iv_put_plain64(struct lbs_config *cc, u8 *iv,
 	put_unaligned_le64(sector, iv);
 }
 
+/* Map one sector of a request's scatterlist entry (it lies in one page). */
+static inline u8 *lbs_map_sector(struct scatterlist *sg)
+{
+	return (u8 *)kmap_local_page(sg_page(sg)) + sg->offset;
+}
+
+static inline void lbs_unmap_sector(u8 *data, struct scatterlist *sg)
+{
+	kunmap_local(data - sg->offset);
+}
+
 /* target.c */
 int lbs_reject(struct dm_target *ti, char *error, const char *fmt, ...)
 	__printf(3, 4);
@@ -217,6 +232,16 @@ int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
 		  const char *ivmode);
 unsigned int lbs_iv_scratch_size(struct lbs_config *cc);
 void lbs_iv_dtr(struct lbs_config *cc);
+int lbs_iv_eboiv_ctr(struct lbs_config *cc, struct dm_target *ti,
+		     const char *opts);
+int lbs_iv_eboiv_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr);
+
+/* elephant.c */
+int lbs_elephant_ctr(struct lbs_config *cc, struct dm_target *ti,
+		     const char *opts);
+int lbs_elephant_init(struct lbs_config *cc);
+int lbs_elephant_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr);
+int lbs_elephant_post(struct lbs_config *cc, u8 *iv, struct lbs_req *lr);
 
 /* bounce.c */
 int lbs_bounce_init(struct lbs_config *cc);

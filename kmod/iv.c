@@ -25,7 +25,11 @@
  *              "whitening": 8 bytes made from a second seed, the sector
  *              number and CRC32, XORed over the whole ciphertext.  512-byte
  *              sectors only.
- * lmk's seed and tcw's seeds are the key bytes after the cipher keys.
+ *   elephant   BitLocker's AES-CBC with the Elephant diffuser: eboiv, and
+ *              the sector transformed before encryption and after
+ *              decryption (elephant.c).
+ * lmk's seed, tcw's seeds and elephant's sector-key key are the key bytes
+ * after the cipher keys.
  */
 
 #include <linux/highmem.h>
@@ -89,8 +93,8 @@ static int lbs_iv_null_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
 	return 0;
 }
 
-static int lbs_iv_eboiv_ctr(struct lbs_config *cc, struct dm_target *ti,
-			    const char *opts)
+int lbs_iv_eboiv_ctr(struct lbs_config *cc, struct dm_target *ti,
+		     const char *opts)
 {
 	unsigned int bs = crypto_skcipher_blocksize(cc->tfms[0]);
 
@@ -113,7 +117,7 @@ static u8 *lbs_eboiv_block(struct lbs_config *cc, struct skcipher_request *req)
  * Encrypting one zero block in the chaining mode with the byte offset as IV
  * gives E(offset), as dm-crypt computes it.  Sleeps while the cipher works.
  */
-static int lbs_iv_eboiv_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
+int lbs_iv_eboiv_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
 {
 	struct skcipher_request *req = lbs_req_scratch(cc, lr);
 	u8 *block = lbs_eboiv_block(cc, req);
@@ -151,17 +155,6 @@ static bool lbs_lr_write(struct lbs_req *lr)
 	return bio_data_dir(lr->io->base) == WRITE;
 }
 
-/* Map the sector of a scatterlist entry (one page, see io.c). */
-static u8 *lbs_map_sector(struct scatterlist *sg)
-{
-	return (u8 *)kmap_local_page(sg_page(sg)) + sg->offset;
-}
-
-static void lbs_unmap_sector(u8 *data, struct scatterlist *sg)
-{
-	kunmap_local(data - sg->offset);
-}
-
 /* A 512-byte-sector mode with a keyed hash: the common part of its ctr. */
 static int lbs_iv_hash_ctr(struct lbs_config *cc, struct dm_target *ti,
 			   const char *mode, const char *hash,
@@ -193,6 +186,16 @@ static int lbs_iv_lmk_ctr(struct lbs_config *cc, struct dm_target *ti,
 {
 	int r;
 
+	/*
+	 * A read decrypts with a zero IV and XORs the real one into the first
+	 * block afterwards: that recovers CBC's plaintext and no other mode's.
+	 * dm-crypt loads lmk over xts or lrw and writes what it cannot read.
+	 */
+	if (!strstarts(crypto_tfm_alg_name(crypto_skcipher_tfm(cc->tfms[0])),
+		       "cbc("))
+		return lbs_reject(ti, "lmk: loop-AES is defined over CBC only",
+				  "lmk: cipher %s; loop-AES is defined over CBC, and data written with another mode cannot be read back",
+				  crypto_tfm_alg_name(crypto_skcipher_tfm(cc->tfms[0])));
 	r = lbs_iv_hash_ctr(cc, ti, "lmk", "md5", LBS_LMK_SEED_SIZE);
 	if (r)
 		return r;
@@ -201,19 +204,22 @@ static int lbs_iv_lmk_ctr(struct lbs_config *cc, struct dm_target *ti,
 				  "lmk: IV of %u bytes, MD5 gives %u",
 				  cc->iv_size, MD5_DIGEST_SIZE);
 	/* a key of one part more than the key count: the last is the seed */
-	if (cc->key_size % cc->tfms_count)
-		cc->key_extra_size = cc->key_size / (cc->tfms_count + 1);
+	if (cc->key_size % cc->tfms_count) {
+		cc->key_parts = cc->tfms_count + 1;
+		cc->key_extra_size = cc->key_size / cc->key_parts;
+	}
 	return 0;
 }
 
 /* lmk: the seed is the part after the cipher keys, its first 16 bytes */
-static void lbs_iv_lmk_init(struct lbs_config *cc)
+static int lbs_iv_lmk_init(struct lbs_config *cc)
 {
 	unsigned int n = min_t(unsigned int, cc->key_extra_size,
 			       MD5_DIGEST_SIZE);
 
 	memset(cc->iv_seed, 0, LBS_LMK_SEED_SIZE);
 	memcpy(cc->iv_seed, cc->key + cc->key_size - cc->key_extra_size, n);
+	return 0;
 }
 
 /* lmk's IV of one 512-byte plaintext sector. */
@@ -294,6 +300,7 @@ static int lbs_iv_tcw_ctr(struct lbs_config *cc, struct dm_target *ti,
 				  "tcw: IV of %u bytes; TrueCrypt's ciphers have 16",
 				  cc->iv_size);
 	cc->key_extra_size = cc->iv_size + LBS_TCW_WHITENING;
+	cc->key_parts = cc->tfms_count + 2;
 	if (cc->key_size <= cc->key_extra_size)
 		return lbs_reject(ti, "tcw: key too short for the seeds",
 				  "tcw: key of %u bytes; it needs the cipher's key, %u IV seed bytes and %u whitening bytes",
@@ -302,10 +309,11 @@ static int lbs_iv_tcw_ctr(struct lbs_config *cc, struct dm_target *ti,
 }
 
 /* tcw: the IV seed, then the whitening seed, after the cipher keys */
-static void lbs_iv_tcw_init(struct lbs_config *cc)
+static int lbs_iv_tcw_init(struct lbs_config *cc)
 {
 	memcpy(cc->iv_seed, cc->key + cc->key_size - cc->key_extra_size,
 	       cc->key_extra_size);
+	return 0;
 }
 
 /* XOR the sector's 8-byte whitening over one 512-byte sector of ciphertext. */
@@ -366,9 +374,11 @@ static int lbs_iv_tcw_post(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
 	return r;
 }
 
-/* Safe on any config: frees what lmk and tcw allocated. */
+/* Safe on any config: frees what lmk, tcw and elephant allocated. */
 void lbs_iv_dtr(struct lbs_config *cc)
 {
+	kfree_sensitive(cc->iv_aes);
+	cc->iv_aes = NULL;
 	if (cc->iv_hash)
 		crypto_free_shash(cc->iv_hash);
 	cc->iv_hash = NULL;
@@ -389,11 +399,14 @@ static const struct lbs_iv_ops lbs_iv_modes[] = {
 	  .gen = lbs_iv_lmk_gen, .post = lbs_iv_lmk_post },
 	{ .name = "tcw", .ctr = lbs_iv_tcw_ctr, .init = lbs_iv_tcw_init,
 	  .gen = lbs_iv_tcw_gen, .post = lbs_iv_tcw_post },
+	{ .name = "elephant", .ctr = lbs_elephant_ctr,
+	  .init = lbs_elephant_init, .gen = lbs_elephant_gen,
+	  .post = lbs_elephant_post, .needs_scratch = true },
 };
 
 /* dm-crypt IV modes this target refuses. */
 static const char * const lbs_iv_unsupported[] = {
-	"random", "elephant",
+	"random",
 };
 
 int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
@@ -417,6 +430,6 @@ int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
 					  ivmode);
 	}
 	return lbs_reject(ti, "Unknown IV mode",
-			  "unknown IV mode \"%s\" (plain, plain64, plain64be, essiv:<hash>, benbi, null, eboiv, lmk, tcw)",
+			  "unknown IV mode \"%s\" (plain, plain64, plain64be, essiv:<hash>, benbi, null, eboiv, lmk, tcw, elephant)",
 			  ivmode);
 }

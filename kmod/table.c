@@ -205,6 +205,9 @@ static int lbs_parse_capi(struct dm_target *ti, struct lbs_config *cc,
 		return lbs_reject(ti, "Integrity and AEAD are refused by this target",
 				  "cipher %s: AEAD/authenticated encryption is not supported by this target",
 				  cc->cipher_string);
+	/* loop-AES in the capi: form is always its 64-key layout */
+	if (*ivmode && !strcmp(*ivmode, "lmk"))
+		cc->tfms_count = 64;
 	if (*ivmode && !strcmp(*ivmode, "essiv"))
 		n = snprintf(api, CRYPTO_MAX_ALG_NAME, "essiv(%s,%s)", spec,
 			     *ivopts ? *ivopts : "");
@@ -318,6 +321,7 @@ int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
 		       cc->cipher_string, cc->iv_ops->name);
 		cc->iv_ops = NULL;
 	}
+	cc->key_parts = cc->tfms_count;
 	if (cc->iv_ops && cc->iv_ops->ctr) {
 		r = cc->iv_ops->ctr(cc, ti, ivopts);
 		if (r)
@@ -358,8 +362,11 @@ static int lbs_setkey_tfms(struct lbs_config *cc)
 		if (r)
 			err = r;
 	}
-	if (cc->iv_ops && cc->iv_ops->init)
-		cc->iv_ops->init(cc);
+	if (cc->iv_ops && cc->iv_ops->init) {
+		r = cc->iv_ops->init(cc);
+		if (r)
+			err = r;
+	}
 	return err;
 }
 

@@ -190,8 +190,8 @@ static void lbs_status_ima(struct lbs_config *cc, struct dm_target *ti,
 		DMEMIT(",%s=%u", lbs_opt_names[LBS_OPT_SECTOR_SIZE],
 		       cc->sector_size);
 	DMEMIT(",cipher_string=%s", cc->cipher_string);
-	DMEMIT(",key_size=%u,key_parts=%u,key_extra_size=0,key_mac_size=0;",
-	       cc->key_size, cc->tfms_count);
+	DMEMIT(",key_size=%u,key_parts=%u,key_extra_size=%u,key_mac_size=0;",
+	       cc->key_size, cc->key_parts, cc->key_extra_size);
 }
 
 static void lbs_status(struct dm_target *ti, status_type_t type,

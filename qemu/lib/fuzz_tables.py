@@ -24,7 +24,9 @@ HEX = "0123456789abcdef"
 MAX_LINE = 60000          # far below dmfuzz's 512 KiB ioctl buffer
 BIG_KEY = 16384           # the largest key ours takes; stock must never see more
 IVS_OK = ["plain", "plain64", "plain64be", "essiv:sha256", "benbi", "null", "eboiv"]
-IVS_UNSUPPORTED = ["lmk", "tcw", "random", "elephant:sha256"]
+# modes with their own key layout or sector bound: only in the IV x chain mutation
+IVS_OWN_KEY = ["lmk", "tcw", "elephant", "elephant:sha256"]
+IVS_UNSUPPORTED = ["random"]
 IVS_BAD = ["essiv:nosuchhash", "essiv", "plain:x", "plain64:", "nosuchiv", "benbi:1",
            "PLAIN64", "essiv:sha256:x"]
 CHAINS = ["cbc", "xts", "ecb", "ctr", "lrw", "pcbc", "cts", "nosuchmode", "xctr"]
@@ -250,7 +252,7 @@ class Gen:
             kind = {"aead": "unsupported:capi-aead", "noiv": "capi-noiv:" + base}.get(how, "capi:" + how)
         elif m == "ivchain":
             chain = r.choice(CHAINS)
-            iv = r.choice(IVS_OK + IVS_UNSUPPORTED + IVS_BAD + [""])
+            iv = r.choice(IVS_OK + IVS_OWN_KEY + IVS_UNSUPPORTED + IVS_BAD + [""])
             cipher = r.choice(["aes", "aes", "serpent", "cipher_null", "des3_ede", "nosuchcipher"])
             form = r.choice(["classic", "capi"])
             if form == "classic":

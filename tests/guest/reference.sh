@@ -36,10 +36,11 @@ for target in crypt crypt_lbs; do
 	for ss in $(sizes_upto "$max"); do
 		case $ss in 1024 | 2048) continue ;; esac	# compat.sh covers these against stock
 		for c in "aes-xts-plain64 0 0" "aes-xts-plain64 0 $big_ivo" "aes-xts-plain64 1 0" \
-			"aes-xts-plain64 1 $big_ivo" "aes-cbc-essiv:sha256 1 $big_ivo"; do
+			"aes-xts-plain64 1 $big_ivo" "aes-cbc-essiv:sha256 1 $big_ivo" \
+			"aes-cbc-elephant 0 0" "aes-cbc-elephant 1 $big_ivo"; do
 			read -r cipher ivls ivo <<<"$c"
 			key=$key64
-			[ "$cipher" = aes-xts-plain64 ] || key=$key32
+			[ "$cipher" != aes-cbc-essiv:sha256 ] || key=$key32
 			opts=()
 			[ "$ss" = 512 ] || opts+=("sector_size:$ss")
 			[ "$ivls" = 0 ] || opts+=(iv_large_sectors)

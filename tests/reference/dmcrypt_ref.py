@@ -17,6 +17,14 @@ device-mapper/dm-crypt.rst and the behaviour of drivers/md/dm-crypt.c):
 * plain64: the IV is that number, 64-bit little-endian, zero-padded to the
   cipher's block. essiv:sha256: that plain64 block encrypted (ECB) with
   sha256(volume key) as the key.
+* elephant (BitLocker's AES-CBC + Elephant diffuser, from Ferguson's 2006 paper
+  "AES-CBC + Elephant diffuser"): the key is the CBC key followed by a sector-key
+  key Ks of the same size. The sector's byte offset o is that IV number times
+  sector_size (dm-crypt's eboiv; also without iv_large_sectors). The IV is the
+  AES encryption of o as a 16-byte little-endian block. Before CBC the sector is
+  XORed with AES(Ks, o) || AES(Ks, o with its last byte 0x80), repeated, then run
+  through the inverse of diffuser A and the inverse of diffuser B (see
+  `diffuser`).
 
 The plaintext (the same bytes as tests/guest/lib.sh `pattern`): 16-byte record i
 is i in lowercase hex, zero-padded to 15 digits, then a newline. The key (lib.sh
@@ -36,7 +44,38 @@ import sys
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-KEY_BYTES = {"aes-xts-plain64": 64, "aes-cbc-essiv:sha256": 32}
+KEY_BYTES = {"aes-xts-plain64": 64, "aes-cbc-essiv:sha256": 32, "aes-cbc-elephant": 64}
+MASK32 = 2**32 - 1
+
+
+def rol32(x, r):
+    return ((x << r) | (x >> (32 - r))) & MASK32 if r else x
+
+
+def diffuser(words, cycles, o1, o2, rot, inverse):
+    """The paper's diffuser on a list of 32-bit words, in place: each cycle,
+    for i = 0 .. n-1, d[i] += d[i + o1] ^ rol(d[i + o2], rot[i mod 4]) (indices
+    mod n). Diffuser A: 5 cycles, o1 -2, o2 -5, rot (9, 0, 13, 0); diffuser B:
+    3 cycles, o1 2, o2 5, rot (0, 10, 0, 25). The inverse walks i from n-1 down
+    and subtracts."""
+    n = len(words)
+    order = range(n - 1, -1, -1) if inverse else range(n)
+    for _ in range(cycles):
+        for i in order:
+            t = words[(i + o1) % n] ^ rol32(words[(i + o2) % n], rot[i % 4])
+            words[i] = (words[i] - t if inverse else words[i] + t) & MASK32
+
+
+def elephant_in(chunk, ks, offset):
+    """The sector as it goes into AES-CBC."""
+    ecb = Cipher(algorithms.AES(ks), modes.ECB()).encryptor()
+    e = struct.pack("<Q", offset) + bytes(8)
+    sector_key = ecb.update(e) + ecb.update(e[:15] + b"\x80")
+    xored = bytes(b ^ sector_key[i % 32] for i, b in enumerate(chunk))
+    words = list(struct.unpack(f"<{len(chunk) // 4}I", xored))
+    diffuser(words, 5, -2, -5, (9, 0, 13, 0), inverse=True)
+    diffuser(words, 3, 2, 5, (0, 10, 0, 25), inverse=True)
+    return struct.pack(f"<{len(words)}I", *words)
 
 
 def pattern(nbytes):
@@ -62,9 +101,16 @@ def encrypt(cipher, key, sector_size, iv_large_sectors, iv_offset, data):
         essiv = Cipher(algorithms.AES(hashlib.sha256(key).digest()), modes.ECB()).encryptor()
     for unit in range(len(data) // sector_size):
         chunk = data[unit * sector_size:(unit + 1) * sector_size]
-        plain64 = struct.pack("<Q", iv_sector(unit, sector_size, iv_large_sectors, iv_offset) & (2**64 - 1))
-        plain64 += bytes(8)
-        if cipher == "aes-xts-plain64":
+        number = iv_sector(unit, sector_size, iv_large_sectors, iv_offset)
+        plain64 = struct.pack("<Q", number & (2**64 - 1)) + bytes(8)
+        if cipher == "aes-cbc-elephant":
+            half = len(key) // 2
+            offset = (number * sector_size) & (2**64 - 1)
+            eboiv = Cipher(algorithms.AES(key[:half]), modes.ECB()).encryptor()
+            iv = eboiv.update(struct.pack("<Q", offset) + bytes(8))
+            enc = Cipher(algorithms.AES(key[:half]), modes.CBC(iv)).encryptor()
+            chunk = elephant_in(chunk, key[half:], offset)
+        elif cipher == "aes-xts-plain64":
             enc = Cipher(algorithms.AES(key), modes.XTS(plain64)).encryptor()
         elif cipher == "aes-cbc-essiv:sha256":
             enc = Cipher(algorithms.AES(key), modes.CBC(essiv.update(plain64))).encryptor()
