@@ -24,6 +24,7 @@ dev=/dev/ram0
 blocks=128	# 4 KiB blocks, one engine request each
 bs=4096
 on_exit dm_remove lbs-ft
+on_exit rm -rf /tmp/ft.parts
 on_exit sh -c "[ ! -d /sys/module/lbs_engine ] || rmmod lbs_engine"
 
 [ -f "$ko" ] || fail "no $ko (qemu/lib/build-engine)"
@@ -45,15 +46,33 @@ dmsetup create lbs-ft --table "0 $((blocks * bs / 512)) crypt_lbs $spec $key 0 $
 map=$(dm_blkdev lbs-ft)
 
 # blocks_of TAG: $blocks blocks of repeated "TAG block NNNNN" lines, one number a block
+# blocks_of WORD: $blocks blocks of $bs bytes, block i filled with "WORD block i"
+# lines (one process: a process start costs a second on the debug kernel)
 blocks_of() {
-	local i
-	for ((i = 0; i < blocks; i++)); do
-		# yes ends on SIGPIPE when head has its bytes: that is not a failure
-		yes "$(printf '%s block %05d' "$1" "$i")" | head -c "$bs" || [ $? = 141 ]
-	done
+	awk -v word="$1" -v n="$blocks" -v bs="$bs" 'BEGIN {
+		for (i = 0; i < n; i++) {
+			line = sprintf("%s block %05d\n", word, i)
+			out = ""
+			while (length(out) < bs)
+				out = out line
+			printf "%s", substr(out, 1, bs)
+		}
+	}'
 }
 blocks_of OLD >/tmp/ft.old
 blocks_of NEW >/tmp/ft.new
+[ "$(stat -c %s /tmp/ft.old)" = $((blocks * bs)) ] || fail "blocks_of made $(stat -c %s /tmp/ft.old) bytes, not $((blocks * bs))"
+# sums_of FILE...: each file's sha256, in the order given, one per line
+sums_of() { sha256sum "$@" | cut -d' ' -f1; }
+# the sha256 of every block of the old and the new version
+rm -rf /tmp/ft.parts && mkdir -p /tmp/ft.parts
+split -b "$bs" -d -a 4 /tmp/ft.old /tmp/ft.parts/old.
+split -b "$bs" -d -a 4 /tmp/ft.new /tmp/ft.parts/new.
+mapfile -t old_sum < <(sums_of /tmp/ft.parts/old.*)
+mapfile -t new_sum < <(sums_of /tmp/ft.parts/new.*)
+if [ "${#old_sum[@]}" != "$blocks" ] || [ "${#new_sum[@]}" != "$blocks" ]; then
+	fail "split made ${#old_sum[@]} and ${#new_sum[@]} blocks, not $blocks"
+fi
 put /tmp/ft.old "$map" "$bs"
 
 before=$(errors)
@@ -71,18 +90,25 @@ done
 if grep -q -a -e 'NEW block' -e 'OLD block' "$dev"; then
 	fail "the ramdisk holds plaintext after failed writes"
 fi
-failed_r=0 wrong_r=0
+failed_r=0 wrong_r=0 read_ok=() read_parts=()
+rm -f /tmp/ft.parts/got.*
 for ((i = 0; i < blocks; i++)); do
-	if dd if="$map" of=/tmp/ft.blk bs="$bs" skip="$i" count=1 iflag=direct status=none 2>/tmp/ft.err; then
-		old=$(dd if=/tmp/ft.old bs="$bs" skip="$i" count=1 status=none | sha256sum)
-		new=$(dd if=/tmp/ft.new bs="$bs" skip="$i" count=1 status=none | sha256sum)
-		got=$(sha256sum </tmp/ft.blk)
-		[ "$got" = "$old" ] || [ "$got" = "$new" ] || wrong_r=$((wrong_r + 1))
+	printf -v part '/tmp/ft.parts/got.%04d' "$i"
+	if dd if="$map" of="$part" bs="$bs" skip="$i" count=1 iflag=direct status=none 2>/tmp/ft.err; then
+		read_ok+=("$i")
+		read_parts+=("$part")
 	else
 		grep -q 'Input/output error' /tmp/ft.err || fail "block $i: a failed read did not say EIO: $(cat /tmp/ft.err)"
 		failed_r=$((failed_r + 1))
 	fi
 done
+if [ "${#read_ok[@]}" -gt 0 ]; then
+	mapfile -t got_sum < <(sums_of "${read_parts[@]}")
+	for j in "${!read_ok[@]}"; do
+		i=${read_ok[$j]}
+		[ "${got_sum[$j]}" = "${old_sum[$i]}" ] || [ "${got_sum[$j]}" = "${new_sum[$i]}" ] || wrong_r=$((wrong_r + 1))
+	done
+fi
 echo 0 >"$rate"
 injected=$(($(errors) - before))
 [ "$wrong_r" = 0 ] || fail "$wrong_r reads under faults returned bytes that were never written"
@@ -93,14 +119,20 @@ fi
 ok "10% of engine requests failed ($injected): $failed_w of $blocks writes and $failed_r reads returned EIO; no read returned other bytes; no plaintext on the ramdisk"
 
 # each block is old or new; a block whose write succeeded is new
+rm -f /tmp/ft.parts/got.*
 for ((i = 0; i < blocks; i++)); do
-	dd if="$map" of=/tmp/ft.blk bs="$bs" skip="$i" count=1 iflag=direct status=none ||
+	printf -v part '/tmp/ft.parts/got.%04d' "$i"
+	dd if="$map" of="$part" bs="$bs" skip="$i" count=1 iflag=direct status=none ||
 		fail "block $i: read failed with the faults off"
-	new=$(dd if=/tmp/ft.new bs="$bs" skip="$i" count=1 status=none | sha256sum)
-	got=$(sha256sum </tmp/ft.blk)
-	if ! grep -qx "$i" /tmp/ft.failed; then
-		[ "$got" = "$new" ] || fail "block $i: its write succeeded but it reads back otherwise"
-	fi
+done
+mapfile -t got_sum < <(sums_of /tmp/ft.parts/got.*)
+declare -A write_failed=()
+while read -r i; do write_failed[$i]=1; done </tmp/ft.failed
+for ((i = 0; i < blocks; i++)); do
+	[ -n "${write_failed[$i]:-}" ] || [ "${got_sum[$i]}" = "${new_sum[$i]}" ] ||
+		fail "block $i: its write succeeded but it reads back otherwise"
+	[ "${got_sum[$i]}" = "${old_sum[$i]}" ] || [ "${got_sum[$i]}" = "${new_sum[$i]}" ] ||
+		fail "block $i: reads back neither its old nor its new contents"
 done
 put /tmp/ft.new "$map" "$bs"
 [ "$(sha_of "$map" $((blocks * bs)) "$bs")" = "$(sha256sum </tmp/ft.new | cut -d' ' -f1)" ] ||
