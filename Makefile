@@ -7,6 +7,7 @@
 #   make engine    build the emulated offload engine (tests/engine/, test-only)
 #   make bench     the benchmarks (qemu/bench; BENCH_ARGS=--full; not part of check)
 #   make harden    the debug kernel: suite, fuzzing, pressure, faults (qemu/harden; not part of check)
+#   make cryptsetup-tests  cryptsetup's own tests, stock against ours (qemu/cryptsetup-tests)
 #   make deb       the Debian packages (packaging/deb.mk)
 #   make tools-test  the host unit tests alone
 #   make fetch-check  download every package a fresh machine needs into an empty cache
@@ -26,7 +27,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod engine bench bench-smoke harden fuzz-check tools-fuzz kmod-lint matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps kernels kmod engine bench bench-smoke cryptsetup-tests harden fuzz-check tools-fuzz kmod-lint matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -67,6 +68,14 @@ bench: deps
 # make check's one-repetition pass of one size on one kernel (arm64-64k when it
 # is among KERNELS): the benchmark scripts run end to end; no timing is judged.
 SMOKE_KERNEL := $(if $(filter arm64-64k,$(KERNELS)),arm64-64k,$(firstword $(KERNELS)))
+# make cryptsetup-tests: cryptsetup's own tests, stock against ours as crypt, one
+# boot each per kernel (qemu/cryptsetup-tests; KERNELS default arm64-4k arm64-64k).
+# CSTEST_ARGS="" for every image of tcrypt and bitlk (hours under emulation).
+CSTEST_KERNELS := $(if $(filter command line,$(origin KERNELS)),$(KERNELS),arm64-4k arm64-64k)
+CSTEST_ARGS ?= --subset
+cryptsetup-tests: deps $(GUEST_TOOLS)
+	@qemu/cryptsetup-tests $(CSTEST_ARGS) $(CSTEST_KERNELS)
+
 bench-smoke: kmod engine
 	@qemu/bench --smoke $(SMOKE_KERNEL)
 
@@ -108,7 +117,7 @@ tools-fuzz: tools-asan
 	@python3 tests/harden/argfuzz.py $(TOOLS_BUILD_DIR)/asan/lbscrypt --count $(ARGFUZZ_COUNT) \
 		--json $(BUILD)/argfuzz.json
 
-SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init \
+SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init \
 	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/rig-test tests/fetch-check \
 		tests/rig-host-test tests/dkms-check tests/deb-check packaging/build-deb) .ci/run
 
