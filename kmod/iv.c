@@ -229,6 +229,7 @@ static int lbs_iv_lmk_one(struct lbs_config *cc, u8 *iv, struct lbs_req *lr,
 	SHASH_DESC_ON_STACK(desc, cc->iv_hash);
 	struct md5_state md5;
 	__le32 block[4];
+	u8 state[MD5_DIGEST_SIZE];
 	int i, r;
 
 	desc->tfm = cc->iv_hash;
@@ -251,8 +252,11 @@ static int lbs_iv_lmk_one(struct lbs_config *cc, u8 *iv, struct lbs_req *lr,
 	shash_desc_zero(desc);
 	if (r)
 		return r;
+	/* the IV is the state's first iv_size bytes (8 for 64-bit ciphers) */
 	for (i = 0; i < MD5_HASH_WORDS; i++)
-		put_unaligned_le32(md5.hash[i], iv + 4 * i);
+		put_unaligned_le32(md5.hash[i], state + 4 * i);
+	memcpy(iv, state, cc->iv_size);
+	memzero_explicit(state, sizeof(state));
 	memzero_explicit(&md5, sizeof(md5));
 	return 0;
 }
@@ -295,9 +299,10 @@ static int lbs_iv_tcw_ctr(struct lbs_config *cc, struct dm_target *ti,
 			    cc->iv_size + LBS_TCW_WHITENING);
 	if (r)
 		return r;
-	if (cc->iv_size != 16)
-		return lbs_reject(ti, "tcw: the cipher's IV is not 16 bytes",
-				  "tcw: IV of %u bytes; TrueCrypt's ciphers have 16",
+	/* TrueCrypt's blocks: 64 bits (CAST5, Blowfish, 3DES) or 128 */
+	if (cc->iv_size != 8 && cc->iv_size != 16)
+		return lbs_reject(ti, "tcw: the cipher's IV is neither 8 nor 16 bytes",
+				  "tcw: IV of %u bytes; TrueCrypt's ciphers have 8 or 16",
 				  cc->iv_size);
 	cc->key_extra_size = cc->iv_size + LBS_TCW_WHITENING;
 	cc->key_parts = cc->tfms_count + 2;
@@ -354,10 +359,11 @@ static int lbs_iv_tcw_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
 		r = lbs_iv_tcw_whiten(cc, lr, data);
 		lbs_unmap_sector(data, &lr->sg_in);
 	}
-	/* both halves of the 16-byte IV: seed XOR the sector number */
+	/* each 8-byte half of the IV: the seed's half XOR the sector number */
 	put_unaligned_le64(lr->iv_sector, sector);
 	crypto_xor_cpy(iv, cc->iv_seed, sector, 8);
-	crypto_xor_cpy(iv + 8, cc->iv_seed + 8, sector, 8);
+	if (cc->iv_size == 16)
+		crypto_xor_cpy(iv + 8, cc->iv_seed + 8, sector, 8);
 	return r;
 }
 

@@ -104,10 +104,15 @@ for spec_key in "aes-cbc-lmk $(hexkey 32 1)" \
 	"capi:cbc(aes)-lmk $(hexkey $((65 * 32)) 16)" \
 	"aes-cbc-tcw $(hexkey $((32 + 16 + 16)) 5)" \
 	"serpent-cbc-tcw $(hexkey $((32 + 16 + 16)) 6)" \
-	"twofish-cbc-tcw $(hexkey $((16 + 16 + 16)) 7)"; do
+	"twofish-cbc-tcw $(hexkey $((16 + 16 + 16)) 7)" \
+	"cast5-cbc-tcw $(hexkey $((16 + 8 + 16)) 17)" \
+	"des3_ede-cbc-tcw $(hexkey $((24 + 8 + 16)) 18)" \
+	"blowfish-cbc-tcw $(hexkey $((56 + 8 + 16)) 19)" \
+	"des3_ede-cbc-lmk $(hexkey 24 20)"; do
 	# lmk: one key, no seed (loop-AES v1); 64 keys (v2); 64 keys and the seed (v3);
 	# AES-128 with seed; the capi: form (always 64 keys), without and with the
-	# seed. tcw: key, IV seed, whitening.
+	# seed; 3DES (a 64-bit block: the IV is half of MD5's state). tcw: key, IV
+	# seed, whitening, with 128-bit and 64-bit (CAST5, 3DES, Blowfish) blocks.
 	read -r spec key <<<"$spec_key"
 	case_of "$spec" "$key"
 	refuses_einval "$spec at sector_size:4096" \
