@@ -48,9 +48,9 @@ for t in "$@"; do
 		tcrypt-compat-test)	# it uses the images already unpacked
 			(cd "$dir" && tar -xJf tcrypt-images.tar.xz --no-same-owner &&
 				rm -f tcrypt-images/vc* tcrypt-images/sys_vc*) ;;
-		bitlk-compat-test)	# it insists on unpacking them itself: repack
+		bitlk-compat-test)	# it insists on unpacking them itself: repack, sparse as they were
 			(cd "$dir" && tar -xJf bitlk-images.tar.xz --no-same-owner &&
-				rm -f bitlk-images/*-xts-* && tar -cJf bitlk-images.tar.xz bitlk-images &&
+				rm -f bitlk-images/*-xts-* && tar -cSJf bitlk-images.tar.xz bitlk-images &&
 				rm -rf bitlk-images) ;;
 		esac
 	fi
