@@ -436,7 +436,12 @@ static void lbs_req_layout(struct lbs_config *cc)
 	off = ALIGN(off, CRYPTO_MINALIGN);
 	cc->req_scratch_off = off;
 	off += lbs_iv_scratch_size(cc);
-	cc->req_size = off;
+	/*
+	 * dm places the per-bio data just before the bio: its size must keep
+	 * struct lbs_io aligned, or atomics on it fault (arm64: alignment
+	 * fault with eboiv over lrw, whose scratch request has an odd size).
+	 */
+	cc->req_size = ALIGN(off, CRYPTO_MINALIGN);
 	cc->per_io_size = LBS_IO_REQ_OFFSET + cc->req_size;
 }
 

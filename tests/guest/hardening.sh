@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hardening.sh: the regression tests of the hardening fixes (issue 11, section 1).
 # Needs ours as crypt_lbs beside stock (`--module both`).
-#  1. IV modes: every chaining mode x IV mode (none included) in capi: form, and the
+#  1. IV modes: every chaining mode (ecb cbc xts ctr lrw) x IV mode (none included) in capi: form, and the
 #     legacy form without an IV mode, on stock and ours. Where both load, a write
 #     through ours reads back through ours and through stock; where ours refuses,
 #     it is EINVAL with a message, and stock refuses too - except a capi: cipher
@@ -90,9 +90,13 @@ iv_case() {	# iv_case SPEC KEY DIFFERENCE(0|1): DIFFERENCE 1 when ours may refus
 	fi
 }
 
-for chain in ecb cbc xts ctr; do
+# lrw: with eboiv, its odd-sized scratch request once left struct lbs_io misaligned
+# in the per-bio data (an alignment fault at the first write on arm64-4k)
+k48=${k64:0:96}
+for chain in ecb cbc xts ctr lrw; do
 	key=$k32
 	[ "$chain" != xts ] || key=$k64
+	[ "$chain" != lrw ] || key=$k48
 	for iv in "" plain plain64 plain64be essiv:sha256 benbi null eboiv; do
 		diff=0
 		[ -n "$iv" ] || [ "$chain" = ecb ] || diff=1
