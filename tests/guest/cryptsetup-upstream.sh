@@ -28,10 +28,9 @@ limit=${LBS_CSTEST_LIMIT:-900}
 
 # What the scripts expect of a full system: /dev/fd and friends, loop devices.
 [ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
-for i in 0 1 2; do
-	name=$(printf 'stdin\nstdout\nstderr\n' | sed -n "$((i + 1))p")
-	[ -e "/dev/$name" ] || ln -s "/proc/self/fd/$i" "/dev/$name"
-done
+[ -e /dev/stdin ] || ln -s /proc/self/fd/0 /dev/stdin
+[ -e /dev/stdout ] || ln -s /proc/self/fd/1 /dev/stdout
+[ -e /dev/stderr ] || ln -s /proc/self/fd/2 /dev/stderr
 modprobe loop max_loop=16 2>/dev/null || true
 for m in dm-integrity dm-verity; do modprobe "$m" 2>/dev/null || true; done
 printf 'cryptsetup-upstream: %s; crypt is %s; tests from %s\n' \
