@@ -198,6 +198,23 @@ TEST_CASE("cli usage errors exit 1, as cryptsetup's", "[cli]") {
   CHECK_THAT(cli.err.str(), Catch::StartsWith("lbscrypt: "));
 }
 
+TEST_CASE("cli usage errors: an unknown option is named before a missing argument", "[cli]") {
+  Cli cli;
+  // CLI11 names an unknown option when nothing required is missing
+  CHECK(cli.run({"table", "--sector-sise", "/dev/x"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() ==
+        "lbscrypt: The following argument was not expected: --sector-sise (see lbscrypt --help)\n");
+  // and first when the device is missing as well (CLI11 alone would say only
+  // that the device is required)
+  CHECK(cli.run({"table", "--bogus"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() ==
+        "lbscrypt: The following argument was not expected: --bogus (see lbscrypt --help)\n");
+  // with nothing unknown, the missing argument is still what is reported
+  CHECK(cli.run({"table"}) == lbscrypt::cli::kExitInvalid);
+  CHECK_THAT(cli.err.str(), Catch::Contains("device is required"));
+  CHECK(cli.kernel.creates == 0);
+}
+
 TEST_CASE("cli help and version", "[cli]") {
   Cli cli;
   CHECK(cli.run({"--help"}) == 0);

@@ -451,6 +451,16 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
     return app.exit(e, out, err);
   } catch (const CLI::CallForVersion &e) {
     return app.exit(e, out, err);
+  } catch (const CLI::RequiredError &e) {
+    // CLI11 checks what is required before what is unknown: a misspelt option
+    // ("table --sector-sise 8192 /dev/x") would otherwise be reported as a
+    // missing device. Name the unknown argument first.
+    if (const auto extra = app.remaining(true); !extra.empty()) {
+      err << "lbscrypt: " << CLI::ExtrasError(extra).what() << " (see lbscrypt --help)\n";
+      return kExitInvalid;
+    }
+    err << "lbscrypt: " << e.what() << " (see lbscrypt --help)\n";
+    return kExitInvalid;
   } catch (const CLI::ParseError &e) {
     err << "lbscrypt: " << e.what() << " (see lbscrypt --help)\n";
     return kExitInvalid;
