@@ -47,9 +47,13 @@ static int lbs_bounce_limit_set(const char *val, const struct kernel_param *kp)
 	return 0;
 }
 
+/* The bound in effect, also before the first device has set the default. */
 static int lbs_bounce_limit_get(char *buf, const struct kernel_param *kp)
 {
-	return scnprintf(buf, PAGE_SIZE, "%lu\n", READ_ONCE(lbs_bounce_limit));
+	unsigned long pages = READ_ONCE(lbs_bounce_limit);
+
+	return scnprintf(buf, PAGE_SIZE, "%lu\n",
+			 pages ? pages : lbs_bounce_default());
 }
 
 static const struct kernel_param_ops lbs_bounce_limit_ops = {

@@ -58,6 +58,8 @@ bytes=0
 faults=0
 echo 0 >"$params/bounce_pages_peak"
 limit=$(cat "$params/max_bounce_pages")
+# the bound in effect, before any device exists (0 would be the unset default)
+[ "$limit" -gt 0 ] || fail "max_bounce_pages reads $limit before the first device: not the bound in effect"
 reserve=$((1048576 / $(page_size)))
 [ "$reserve" -le 256 ] || reserve=256
 

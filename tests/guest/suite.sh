@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # suite.sh TEST[:SECONDS]...: run several guest tests in one boot (boots cost ~30 s
-# under TCG; tests/run-guest-tests groups them). Each TEST is tests/guest/TEST.sh,
+# under TCG; tests/run-guest-tests groups them). Each TEST is tests/guest/TEST.sh
+# (or, given as an absolute path, that script, named by its base name),
 # run in its own bash and its own session, under a time limit: its default below,
 # or SECONDS. Before and after each one, records the host runner reads:
 #   LBS-START <test> <limit>
-#   LBS-RESULT <test> PASS|FAIL <seconds> [exit <status> | timeout <limit>]
+#   LBS-RESULT <test> PASS|FAIL <seconds> [exit <status> | timeout <limit> | kernel-report]
 # A test still running at its limit is killed with everything it started (TERM,
 # then KILL 10 s later), reported with a FAIL line naming it and its limit, and
 # counted as failed; the next test runs. Exits non-zero when any test failed.
+#
+# The kernel's own reports of a bug (a WARN, a BUG or KASAN report, a lockdep
+# splat, a sleep in atomic context, a debug-objects report, a hung task, UBSAN)
+# stay off the guests' console (loglevel=1), so suite.sh reads the kernel log as
+# it is written and, after each test, prints every such record of the test's time
+# as "KERNEL-SPLAT <message>" with the records after it as "KERNEL-LOG <message>",
+# and fails the test (the first test's time begins at boot: module loads count).
 #
 # suite.sh --limits TEST[:SECONDS]...: print "TEST LIMIT" for each (the host
 # runner sums them into the boot's budget); runs nothing.
@@ -83,24 +91,75 @@ run_limited() {
 	return 124
 }
 
+# The kernel log, as it is written: a reader of /dev/kmsg gets every record from
+# the oldest still held, whatever the tests' `dmesg -c` clears for their own
+# checks. GNU dd copies one record per read and goes on past EPIPE (records
+# overwritten before they were read).
+klog=/tmp/suite-kmsg.log
+klog_seen=0
+: >"$klog"
+dd if=/dev/kmsg of="$klog" bs=64k conv=noerror status=none 2>/dev/null &
+klog_pid=$!
+trap 'kill "$klog_pid" 2>/dev/null || true' EXIT
+
+# kernel_reports: print the kernel's bug reports logged since the last call
+# (above); returns 1 when there was one.
+kernel_reports() {
+	local size rc=0
+	sleep 1 # what the test's last moments logged reaches the file
+	size=$(stat -c %s "$klog")
+	# the file grows meanwhile: head reads to the size taken, tail drops what was seen
+	head -c "$size" "$klog" | tail -c +"$((klog_seen + 1))" | awk '
+		# a record: "level,seq,usec,flags;message"; dictionary lines begin with a space
+		/^ / { next }
+		{
+			i = index($0, ";")
+			if (!i) next
+			msg = substr($0, i + 1)
+			if (msg ~ /^(WARNING: |BUG: |UBSAN: |ODEBUG: |kernel BUG at |Internal error: |Unable to handle kernel )/ ||
+			    msg ~ /^INFO: task .* blocked for more than /) {
+				print "KERNEL-SPLAT " msg
+				context = 15
+				found = 1
+			} else if (context > 0) {
+				print "KERNEL-LOG " msg
+				context--
+			}
+		}
+		END { exit found ? 1 : 0 }' || rc=1
+	klog_seen=$size
+	return "$rc"
+}
+
 failed=0
 for spec in "$@"; do
 	t=${spec%%:*}
 	limit=$(limit_of "$spec")
+	# a path runs that script (the rig's own tests: tests/rig-test)
+	script=$here/$t.sh
+	case $t in /*) script=$t t=$(basename "$t" .sh) ;; esac
 	printf 'LBS-START %s %s\n' "$t" "$limit"
 	start=$SECONDS
 	rc=0 timed_out=0
-	if [ -f "$here/$t.sh" ]; then
-		run_limited "$limit" "$here/$t.sh" || rc=$?
+	if [ -f "$script" ]; then
+		run_limited "$limit" "$script" || rc=$?
 	else
 		printf 'FAIL %s.sh: no such test in %s\n' "$t" "$here"
 		rc=127
 	fi
 	secs=$((SECONDS - start))
+	reported=0
+	kernel_reports || reported=1
+	if [ "$reported" = 1 ]; then
+		printf 'FAIL %s.sh: kernel report: the kernel logged a bug report during the test (KERNEL-SPLAT lines above)\n' "$t"
+	fi
 	if [ "$timed_out" = 1 ]; then
 		printf 'FAIL %s.sh: still running after its limit of %ss: killed (limit: tests/guest/suite.sh, or %s:SECONDS)\n' \
 			"$t" "$limit" "$t"
 		printf 'LBS-RESULT %s FAIL %s timeout %s\n' "$t" "$secs" "$limit"
+		failed=1
+	elif [ "$rc" = 0 ] && [ "$reported" = 1 ]; then
+		printf 'LBS-RESULT %s FAIL %s kernel-report\n' "$t" "$secs"
 		failed=1
 	elif [ "$rc" = 0 ]; then
 		printf 'LBS-RESULT %s PASS %s\n' "$t" "$secs"
