@@ -128,6 +128,11 @@ kernel_reports() {
 		}
 		END { exit found ? 1 : 0 }' || rc=1
 	klog_seen=$size
+	# a reader that ended would leave this check blind: that fails too
+	if ! kill -0 "$klog_pid" 2>/dev/null; then
+		echo "KERNEL-SPLAT (suite.sh's kernel log reader has ended: no report after this can be seen)"
+		rc=1
+	fi
 	return "$rc"
 }
 
