@@ -7,9 +7,11 @@
 #define DM_CRYPT_LBS_COMPAT_H
 
 #include <linux/blkdev.h>
+#include <linux/blk-integrity.h>
 #include <linux/compiler.h>
 #include <linux/crypto.h>
 #include <linux/minmax.h>
+#include <linux/string.h>
 
 /*
  * Differences are detected by Kbuild in the headers built against, not by
@@ -18,6 +20,8 @@
  *   LBS_HAVE_LINUX_UNALIGNED_H      <linux/unaligned.h> exists (6.12)
  *   LBS_COMPLETION_TAKES_DATA       crypto_completion_t takes the request's
  *                                   data pointer (6.3)
+ *   LBS_HAVE_INTEGRITY_CSUM_TYPE    struct blk_integrity names its checksum
+ *                                   in csum_type, not by a profile (6.11)
  */
 
 #ifdef LBS_HAVE_LINUX_UNALIGNED_H
@@ -60,6 +64,24 @@ static inline void *lbs_async_data(void *data)
 static inline void *lbs_async_data(struct crypto_async_request *areq)
 {
 	return areq->data;
+}
+#endif
+
+/*
+ * An integrity profile whose metadata is opaque to the block layer, free
+ * for the target to fill: dm-integrity's without an internal hash.  It has
+ * no checksum type (6.11 on); before, it is the profile "DM-DIF-EXT-TAG".
+ */
+#ifdef LBS_HAVE_INTEGRITY_CSUM_TYPE
+static inline bool lbs_integrity_opaque(const struct blk_integrity *bi)
+{
+	return bi->csum_type == BLK_INTEGRITY_CSUM_NONE;
+}
+#else
+static inline bool lbs_integrity_opaque(const struct blk_integrity *bi)
+{
+	return bi->profile && bi->profile->name &&
+	       !strcmp(bi->profile->name, "DM-DIF-EXT-TAG");
 }
 #endif
 

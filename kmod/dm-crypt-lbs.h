@@ -19,6 +19,7 @@
 #include <linux/types.h>
 #include <linux/workqueue.h>
 #include <linux/highmem.h>
+#include <crypto/aead.h>
 #include <crypto/skcipher.h>
 
 #include "compat.h"
@@ -37,10 +38,19 @@ enum lbs_opt {
 	LBS_OPT_SUBMIT_FROM_CRYPT_CPUS,
 	LBS_OPT_NO_READ_WORKQUEUE,
 	LBS_OPT_NO_WRITE_WORKQUEUE,
+	LBS_OPT_INTEGRITY,	/* integrity:<bytes>:<type> */
 	LBS_OPT_SECTOR_SIZE,	/* set only when sector_size != 512 */
 	LBS_OPT_IV_LARGE_SECTORS,
+	LBS_OPT_INTEGRITY_KEY_SIZE,	/* integrity_key_size:<bytes> */
 	LBS_NR_OPTS
 };
+
+/* The options that carry a value after a colon; the others are flags. */
+static inline bool lbs_opt_valued(unsigned int opt)
+{
+	return opt == LBS_OPT_INTEGRITY || opt == LBS_OPT_SECTOR_SIZE ||
+	       opt == LBS_OPT_INTEGRITY_KEY_SIZE;
+}
 
 extern const char * const lbs_opt_names[LBS_NR_OPTS];
 
@@ -54,6 +64,14 @@ enum lbs_state {
 };
 
 #define LBS_MIN_SECTOR_SIZE	((unsigned int)SECTOR_SIZE)
+
+/*
+ * Integrity metadata (integrity.c).  The largest integrity:<bytes> dm-crypt
+ * takes; the largest sector dm-integrity, which holds the metadata, can
+ * have (its block size, which must equal sector_size).
+ */
+#define LBS_MAX_TAG_SIZE	480U
+#define LBS_INTEGRITY_MAX_SECTOR	4096U
 
 /*
  * The largest key a table or "key set" may give, in bytes: 64 keys of 256
@@ -94,6 +112,10 @@ struct lbs_iv_ops {
 	bool needs_scratch;
 	/* the IV is the plain64 counter: made inline, gen() not called */
 	bool counter64;
+	/* usable with an AEAD cipher (it touches no data and no skcipher) */
+	bool aead_ok;
+	/* the IV is kept in the integrity metadata (random) */
+	bool stored;
 };
 
 struct lbs_config {
@@ -102,9 +124,11 @@ struct lbs_config {
 	u64 iv_offset;		/* added to the sector number for IVs */
 
 	char *cipher_string;	/* as given in the table, for status */
-	struct crypto_skcipher **tfms;
+	struct crypto_skcipher **tfms;	/* NULL with an AEAD cipher */
+	struct crypto_aead *aead;	/* integrity:<n>:aead: the one transform */
 	unsigned int tfms_count;
 	unsigned int iv_size;
+	unsigned int iv_align;	/* the transform's alignmask + 1 */
 	const struct lbs_iv_ops *iv_ops;
 	unsigned int benbi_shift;
 	unsigned int key_extra_size;	/* key bytes after the cipher keys */
@@ -112,6 +136,18 @@ struct lbs_config {
 	struct crypto_shash *iv_hash;	/* lmk: md5; tcw: crc32 */
 	u8 *iv_seed;		/* lmk: seed block; tcw: IV seed, whitening */
 	struct crypto_aes_ctx *iv_aes;	/* elephant: the sector-key key */
+
+	/* integrity (integrity.c) */
+	unsigned int tag_size;	/* integrity:<bytes>: tag and stored IV */
+	char *integrity_type;	/* integrity:...:<type> as written */
+	bool want_aead;		/* the type is "aead" */
+	unsigned int key_mac_size;	/* authenc(): the MAC key, end of the key */
+	u8 *authenc_key;	/* authenc(): setkey's key blob, wiped after use */
+	unsigned int auth_size;	/* AEAD tag bytes in each tuple */
+	unsigned int stored_iv_size;	/* IV bytes after the tag (random) */
+	unsigned int tuple_size;	/* metadata bytes per sector on the device */
+	unsigned int tag_pool_sectors;	/* 512-byte sectors one pool entry covers */
+	mempool_t tag_pool;
 
 	unsigned int sector_size;
 	unsigned int sector_shift;	/* log2(sector_size) - SECTOR_SHIFT */
@@ -148,13 +184,20 @@ struct lbs_io {
 	struct bio *base;
 	struct bio *clone;
 	sector_t sector;	/* target-relative, advanced by conversion */
+	sector_t first_sector;	/* where the bio starts, target-relative */
 	struct bio *bio_in;
 	struct bio *bio_out;
 	struct bvec_iter iter_in;
 	struct bvec_iter iter_out;
 	atomic_t pending;	/* one for the converter + one per request */
 	blk_status_t error;
-	struct skcipher_request *req;	/* in hand for the next sector, or NULL */
+	void *req;		/* skcipher or aead request in hand, or NULL */
+	u8 *tags;		/* integrity metadata of the bio, or NULL */
+	bool tags_from_pool;	/* tags came from tag_pool */
+	unsigned int tag_index;	/* the next sector's tuple in tags */
+	bool tag_failed;	/* a tag did not match */
+	bool rechecking;	/* read again into clone's own pages */
+	struct bvec_iter recheck_iter;	/* clone's, as submitted */
 	bool own_req_used;	/* the embedded request was handed out */
 	bool restart_wait;	/* wait for restart before the next request */
 	struct completion restart;	/* a backlogged request was queued */
@@ -165,25 +208,35 @@ struct lbs_io {
 /* The bio's own crypto request follows struct lbs_io in the per-bio data. */
 #define LBS_IO_REQ_OFFSET	ALIGN(sizeof(struct lbs_io), CRYPTO_MINALIGN)
 
-/* Lives after the skcipher_request in a req_pool element. */
+/* Lives after the skcipher_request or aead_request in a req_pool element. */
 struct lbs_req {
 	struct lbs_io *io;
 	struct scatterlist sg_in;
 	struct scatterlist sg_out;
 	u64 iv_sector;
+	bool notified;		/* the backlog's -EINPROGRESS came */
+	u8 *tag;		/* the sector's tuple in io->tags, or NULL */
+	__le64 ad_sector;	/* AEAD: the sector number in the associated data */
+	struct scatterlist sg_aead[4];	/* AEAD: sector, IV, data, tag */
 };
 
-static inline struct lbs_req *lbs_req_of(struct lbs_config *cc,
-					 struct skcipher_request *req)
+static inline struct lbs_req *lbs_req_of(struct lbs_config *cc, void *req)
 {
 	return (struct lbs_req *)((u8 *)req + cc->req_lr_off);
 }
 
+/* The IV the cipher works on (and may change). */
 static inline u8 *lbs_req_iv(struct lbs_config *cc, struct lbs_req *lr)
 {
 	u8 *base = (u8 *)lr - cc->req_lr_off + cc->req_iv_off;
 
-	return PTR_ALIGN(base, crypto_skcipher_alignmask(cc->tfms[0]) + 1);
+	return PTR_ALIGN(base, cc->iv_align);
+}
+
+/* AEAD: the IV as generated, in the associated data; after lbs_req_iv(). */
+static inline u8 *lbs_req_org_iv(struct lbs_config *cc, struct lbs_req *lr)
+{
+	return lbs_req_iv(cc, lr) + cc->iv_size;
 }
 
 static inline struct skcipher_request *lbs_req_scratch(struct lbs_config *cc,
@@ -243,6 +296,28 @@ int lbs_elephant_init(struct lbs_config *cc);
 int lbs_elephant_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr);
 int lbs_elephant_post(struct lbs_config *cc, u8 *iv, struct lbs_req *lr);
 
+/* integrity.c */
+int lbs_parse_integrity(struct dm_target *ti, struct lbs_config *cc,
+			const char *arg);
+int lbs_parse_integrity_key_size(struct dm_target *ti, struct lbs_config *cc,
+				 const char *arg);
+int lbs_aead_alloc(struct dm_target *ti, struct lbs_config *cc,
+		   const char *api);
+int lbs_aead_setkey(struct lbs_config *cc);
+void lbs_aead_free(struct lbs_config *cc);
+unsigned int lbs_cipher_blocksize(struct lbs_config *cc);
+int lbs_integrity_ctr(struct dm_target *ti, struct lbs_config *cc);
+void lbs_integrity_exit(struct lbs_config *cc);
+void lbs_integrity_map(struct lbs_io *io, struct bio *bio);
+void lbs_integrity_wait(struct lbs_io *io);
+int lbs_integrity_attach(struct lbs_io *io, struct bio *clone, gfp_t gfp);
+void lbs_integrity_free(struct lbs_io *io);
+void lbs_integrity_sector(struct lbs_io *io, struct lbs_req *lr, bool write);
+int lbs_integrity_iv(struct lbs_config *cc, struct lbs_req *lr, u8 *iv,
+		     bool write);
+int lbs_aead_crypt(struct lbs_io *io, struct aead_request *req,
+		   struct lbs_req *lr, bool write, u32 flags);
+
 /* bounce.c */
 int lbs_bounce_init(struct lbs_config *cc);
 void lbs_bounce_exit(struct lbs_config *cc);
@@ -255,6 +330,7 @@ void lbs_writer_exit(struct lbs_config *cc);
 void lbs_queue_write(struct lbs_io *io);
 
 /* io.c */
+void lbs_crypt_done(LBS_ASYNC_ARG areq, int err);
 int lbs_io_init(struct dm_target *ti, struct lbs_config *cc);
 void lbs_io_exit(struct lbs_config *cc);
 int lbs_map(struct dm_target *ti, struct bio *bio);

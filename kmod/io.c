@@ -7,12 +7,13 @@
  * the data is encrypted into bounce pages of a clone bio (bounce.c), which
  * is then submitted; its completion completes the bio.
  *
- * Every encryption sector is one crypto request with one scatterlist entry
- * per direction, inside one page (sector_size <= PAGE_SIZE and the queue's
- * dma_alignment make that so).  The first request of a bio lives in its
- * per-bio data; a synchronous cipher reuses it for every sector, so a bio
- * allocates no request.  Further requests, needed only while the driver
- * holds earlier ones, come from req_pool.
+ * Every encryption sector is one crypto request (an skcipher request, or an
+ * AEAD request with the sector's integrity metadata, integrity.c) with one
+ * scatterlist entry of data per direction, inside one page (sector_size <=
+ * PAGE_SIZE and the queue's dma_alignment make that so).  The first request
+ * of a bio lives in its per-bio data; a synchronous cipher reuses it for
+ * every sector, so a bio allocates no request.  Further requests, needed
+ * only while the driver holds earlier ones, come from req_pool.
  *
  * Where the conversion runs (dm-crypt's options, with its semantics):
  *  - by default in crypt_wq, a workqueue; it may sleep;
@@ -34,7 +35,9 @@
  * memory that other, independent contexts give back:
  *  - io_wq only submits reads whose clone could not be allocated without
  *    waiting; it waits in bio_alloc_clone() for a bio of the bioset, which
- *    every clone returns when it completes on the backing device.
+ *    every clone returns when it completes on the backing device.  With
+ *    integrity metadata, lbs_map() waits for the bio's metadata buffer
+ *    (integrity.c), or io_wq where lbs_map() may not sleep.
  *  - crypt_wq converts bios.  A write waits for bounce pages, a request for
  *    a req_pool element; both are returned by requests and writes already
  *    submitted, which complete without this queue.
@@ -63,6 +66,7 @@ enum lbs_ctx {
 
 static void lbs_end_base(struct lbs_io *io)
 {
+	lbs_integrity_free(io);
 	if (io->error)
 		io->base->bi_status = io->error;
 	bio_endio(io->base);
@@ -74,12 +78,12 @@ static void lbs_fail(struct lbs_io *io, blk_status_t status)
 }
 
 /* The request embedded in the per-bio data, after struct lbs_io. */
-static struct skcipher_request *lbs_own_req(struct lbs_io *io)
+static void *lbs_own_req(struct lbs_io *io)
 {
-	return (struct skcipher_request *)((u8 *)io + LBS_IO_REQ_OFFSET);
+	return (u8 *)io + LBS_IO_REQ_OFFSET;
 }
 
-static void lbs_free_req(struct lbs_io *io, struct skcipher_request *req)
+static void lbs_free_req(struct lbs_io *io, void *req)
 {
 	if (req != lbs_own_req(io))
 		mempool_free(req, &io->cc->req_pool);
@@ -108,6 +112,32 @@ static void lbs_write_submit(struct lbs_io *io, enum lbs_ctx ctx)
 		lbs_queue_write(io);
 }
 
+static void lbs_recheck_work(struct work_struct *work);
+
+/*
+ * A read that ended: with a tag mismatch on its first pass it is read again
+ * (lbs_recheck_work()); after that second pass, what it decrypted in its
+ * private pages is copied to the bio when every tag matched.
+ */
+static void lbs_read_done(struct lbs_io *io)
+{
+	if (io->tag_failed && !io->rechecking) {
+		io->rechecking = true;
+		io->tag_failed = false;
+		io->error = BLK_STS_OK;
+		INIT_WORK(&io->work, lbs_recheck_work);
+		queue_work(io->cc->io_wq, &io->work);
+		return;
+	}
+	if (io->rechecking) {
+		if (!io->error)
+			bio_copy_data(io->base, io->clone);
+		lbs_free_bounce(io->cc, io->clone);
+		io->clone = NULL;
+	}
+	lbs_end_base(io);
+}
+
 /* Drop one reference; the last one finishes the conversion. */
 static void lbs_convert_put(struct lbs_io *io, enum lbs_ctx ctx)
 {
@@ -115,7 +145,7 @@ static void lbs_convert_put(struct lbs_io *io, enum lbs_ctx ctx)
 		return;
 
 	if (bio_data_dir(io->base) == READ) {
-		lbs_end_base(io);
+		lbs_read_done(io);
 	} else if (io->error) {
 		lbs_free_bounce(io->cc, io->clone);
 		io->clone = NULL;
@@ -125,7 +155,28 @@ static void lbs_convert_put(struct lbs_io *io, enum lbs_ctx ctx)
 	}
 }
 
-static void lbs_crypt_done(LBS_ASYNC_ARG areq, int err)
+/*
+ * A sector's request failed: a tag mismatch, or any other error.  A tag
+ * mismatch is reported when the read again into private pages (where no
+ * one can change the data under the cipher) confirms it, as dm-crypt does.
+ */
+static void lbs_crypt_error(struct lbs_io *io, struct lbs_req *lr, int err)
+{
+	if (err == -EBADMSG) {
+		if (io->rechecking)
+			DMERR_LIMIT("%pg: integrity tag mismatch at sector %llu: read fails",
+				    io->cc->dev->bdev,
+				    (unsigned long long)le64_to_cpu(lr->ad_sector));
+		WRITE_ONCE(io->tag_failed, true);
+		lbs_fail(io, BLK_STS_PROTECTION);
+		return;
+	}
+	DMERR_LIMIT("crypto error %d on sector %llu", err,
+		    (unsigned long long)lr->iv_sector);
+	lbs_fail(io, BLK_STS_IOERR);
+}
+
+void lbs_crypt_done(LBS_ASYNC_ARG areq, int err)
 {
 	struct lbs_req *lr = lbs_async_data(areq);
 	struct lbs_io *io = lr->io;
@@ -133,22 +184,28 @@ static void lbs_crypt_done(LBS_ASYNC_ARG areq, int err)
 
 	if (err == -EINPROGRESS) {
 		/* a backlogged request was accepted: the converter may go on */
+		lr->notified = true;
 		complete(&io->restart);
 		return;
 	}
+	/*
+	 * Not every template passes the backlog's -EINPROGRESS on (6.1's
+	 * authenc() drops it): a request that ends unannounced may have been
+	 * backlogged, so its end lets a waiting converter go on too.  When it
+	 * was not, the converter merely sends its next request a little early.
+	 */
+	if (!lr->notified)
+		complete(&io->restart);
 	if (!err && cc->iv_ops && cc->iv_ops->post)
 		err = cc->iv_ops->post(cc, lbs_req_iv(cc, lr), lr);
-	if (err) {
-		DMERR_LIMIT("crypto error %d on sector %llu", err,
-			    (unsigned long long)lr->iv_sector);
-		lbs_fail(io, BLK_STS_IOERR);
-	}
-	lbs_free_req(io, (struct skcipher_request *)((u8 *)lr - cc->req_lr_off));
+	if (err)
+		lbs_crypt_error(io, lr, err);
+	lbs_free_req(io, (u8 *)lr - cc->req_lr_off);
 	lbs_convert_put(io, LBS_CTX_CRYPTO);
 }
 
 /* A request for the next sector: the one in hand, our own, or the pool's. */
-static struct skcipher_request *lbs_get_req(struct lbs_io *io, bool atomic)
+static void *lbs_get_req(struct lbs_io *io, bool atomic)
 {
 	if (!io->req && !io->own_req_used) {
 		io->own_req_used = true;
@@ -188,8 +245,8 @@ static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 		struct bio_vec in = bio_iter_iovec(io->bio_in, io->iter_in);
 		struct bio_vec out = bio_iter_iovec(io->bio_out, io->iter_out);
 		u64 sector = io->sector + cc->iv_offset;
-		struct skcipher_request *req;
 		struct lbs_req *lr;
+		void *req;
 		u8 *iv = NULL;
 
 		/* a sector must lie within one page of both buffers */
@@ -205,6 +262,7 @@ static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 			goto defer;
 		lr = lbs_req_of(cc, req);
 		lr->io = io;
+		lr->notified = false;
 		lr->iv_sector = sector;
 		if (test_bit(LBS_OPT_IV_LARGE_SECTORS, &cc->opts))
 			lr->iv_sector >>= cc->sector_shift;
@@ -213,18 +271,30 @@ static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 		sg_set_page(&lr->sg_in, in.bv_page, ss, in.bv_offset);
 		sg_init_table(&lr->sg_out, 1);
 		sg_set_page(&lr->sg_out, out.bv_page, ss, out.bv_offset);
+		lr->tag = NULL;
+		lr->ad_sector = cpu_to_le64(io->sector);
+		if (cc->tuple_size)
+			lbs_integrity_sector(io, lr, write);
 
+		if (cc->aead) {
+			atomic_inc(&io->pending);
+			r = lbs_aead_crypt(io, req, lr, write, flags);
+			goto sent;
+		}
 		if (cc->iv_ops) {
 			iv = lbs_req_iv(cc, lr);
-			if (cc->iv_ops->counter64) {
+			if (cc->stored_iv_size) {
+				r = lbs_integrity_iv(cc, lr, iv, write);
+			} else if (cc->iv_ops->counter64) {
 				lbs_iv_put_plain64(cc, iv, lr->iv_sector);
+				r = 0;
 			} else {
 				r = cc->iv_ops->gen(cc, iv, lr);
-				if (r) {
-					DMERR_LIMIT("IV generation failed (%d)", r);
-					lbs_fail(io, BLK_STS_IOERR);
-					break;
-				}
+			}
+			if (r) {
+				DMERR_LIMIT("IV generation failed (%d)", r);
+				lbs_fail(io, BLK_STS_IOERR);
+				break;
 			}
 		}
 		skcipher_request_set_tfm(req, cc->tfms[sector & (cc->tfms_count - 1)]);
@@ -234,6 +304,7 @@ static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 		atomic_inc(&io->pending);
 		r = write ? crypto_skcipher_encrypt(req) :
 			    crypto_skcipher_decrypt(req);
+sent:
 
 		bio_advance_iter(io->bio_in, &io->iter_in, ss);
 		bio_advance_iter(io->bio_out, &io->iter_out, ss);
@@ -258,9 +329,7 @@ static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 			if (!r && cc->iv_ops && cc->iv_ops->post)
 				r = cc->iv_ops->post(cc, iv, lr);
 			if (r) {
-				DMERR_LIMIT("crypto error %d on sector %llu", r,
-					    (unsigned long long)lr->iv_sector);
-				lbs_fail(io, BLK_STS_IOERR);
+				lbs_crypt_error(io, lr, r);
 				break;
 			}
 		}
@@ -291,6 +360,7 @@ static void lbs_convert_start(struct lbs_io *io, struct bio *in,
 	io->iter_in = in->bi_iter;
 	io->bio_out = out;
 	io->iter_out = out->bi_iter;
+	io->tag_index = 0;
 	atomic_set(&io->pending, 1);
 	lbs_convert(io, ctx);
 }
@@ -306,13 +376,81 @@ static void lbs_read_crypt_work(struct work_struct *work)
 /* Encrypt a write into bounce pages; task context, may sleep. */
 static void lbs_write_crypt(struct lbs_io *io)
 {
+	struct lbs_config *cc = io->cc;
+
 	io->clone = lbs_alloc_bounce(io, lbs_write_endio);
+	if (cc->tuple_size && lbs_integrity_attach(io, io->clone, GFP_NOIO)) {
+		DMERR_LIMIT("cannot attach the integrity metadata to a write");
+		lbs_free_bounce(cc, io->clone);
+		io->clone = NULL;
+		lbs_fail(io, BLK_STS_IOERR);
+		lbs_end_base(io);
+		return;
+	}
 	lbs_convert_start(io, io->base, io->clone, LBS_CTX_TASK);
 }
 
 static void lbs_write_crypt_work(struct work_struct *work)
 {
 	lbs_write_crypt(container_of(work, struct lbs_io, work));
+}
+
+/* io_wq: a write's metadata buffer lbs_map() could not wait for, then on. */
+static void lbs_write_tags_work(struct work_struct *work)
+{
+	struct lbs_io *io = container_of(work, struct lbs_io, work);
+
+	lbs_integrity_wait(io);
+	INIT_WORK(&io->work, lbs_write_crypt_work);
+	queue_work(io->cc->crypt_wq, &io->work);
+}
+
+static void lbs_recheck_crypt_work(struct work_struct *work)
+{
+	struct lbs_io *io = container_of(work, struct lbs_io, work);
+
+	lbs_convert_start(io, io->clone, io->clone, LBS_CTX_TASK);
+}
+
+static void lbs_recheck_endio(struct bio *clone)
+{
+	struct lbs_io *io = clone->bi_private;
+
+	if (clone->bi_status) {
+		lbs_fail(io, clone->bi_status);
+		lbs_free_bounce(io->cc, clone);
+		io->clone = NULL;
+		lbs_end_base(io);
+		return;
+	}
+	clone->bi_iter = io->recheck_iter;
+	INIT_WORK(&io->work, lbs_recheck_crypt_work);
+	queue_work(io->cc->crypt_wq, &io->work);
+}
+
+/*
+ * io_wq: read a bio whose tags did not match again, into bounce pages of
+ * its own (the bio is at most LBS_BOUNCE_SECTORS long: lbs_map()).
+ */
+static void lbs_recheck_work(struct work_struct *work)
+{
+	struct lbs_io *io = container_of(work, struct lbs_io, work);
+	struct lbs_config *cc = io->cc;
+	struct bio *clone;
+
+	io->sector = io->first_sector;
+	io->own_req_used = false;
+	clone = lbs_alloc_bounce(io, lbs_recheck_endio);
+	if (lbs_integrity_attach(io, clone, GFP_NOIO)) {
+		DMERR_LIMIT("cannot attach the integrity metadata to a read");
+		lbs_free_bounce(cc, clone);
+		lbs_fail(io, BLK_STS_PROTECTION);
+		lbs_end_base(io);
+		return;
+	}
+	io->clone = clone;
+	io->recheck_iter = clone->bi_iter;
+	submit_bio_noacct(clone);
 }
 
 static void lbs_read_endio(struct bio *clone)
@@ -336,17 +474,30 @@ static void lbs_read_endio(struct bio *clone)
 	queue_work(io->cc->crypt_wq, &io->work);
 }
 
+/*
+ * Submit the read clone; false when gfp may not wait and memory would be
+ * waited for (the caller queues lbs_read_submit_work), or on an error.
+ */
 static bool lbs_read_submit(struct lbs_io *io, gfp_t gfp)
 {
 	struct lbs_config *cc = io->cc;
 	struct bio *clone;
 
+	if (cc->tuple_size && !io->tags) {
+		if (!gfpflags_allow_blocking(gfp))
+			return false;
+		lbs_integrity_wait(io);
+	}
 	clone = bio_alloc_clone(cc->dev->bdev, io->base, gfp, &cc->bs);
 	if (!clone)
 		return false;
+	clone->bi_iter.bi_sector = cc->start + io->sector;
+	if (cc->tuple_size && lbs_integrity_attach(io, clone, gfp)) {
+		bio_put(clone);
+		return false;
+	}
 	clone->bi_private = io;
 	clone->bi_end_io = lbs_read_endio;
-	clone->bi_iter.bi_sector = cc->start + io->sector;
 	submit_bio_noacct(clone);
 	return true;
 }
@@ -355,7 +506,12 @@ static void lbs_read_submit_work(struct work_struct *work)
 {
 	struct lbs_io *io = container_of(work, struct lbs_io, work);
 
-	lbs_read_submit(io, GFP_NOIO);
+	/* waits for memory; what fails now is no shortage of it */
+	if (!lbs_read_submit(io, GFP_NOIO)) {
+		DMERR_LIMIT("cannot attach the integrity metadata to a read");
+		lbs_fail(io, BLK_STS_IOERR);
+		lbs_end_base(io);
+	}
 }
 
 int lbs_map(struct dm_target *ti, struct bio *bio)
@@ -383,8 +539,13 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 		return DM_MAPIO_KILL;
 	}
 
-	/* a write larger than the bounce reserve is split; dm resubmits the rest */
-	if (bio_data_dir(bio) == WRITE && bio_sectors(bio) > LBS_BOUNCE_SECTORS)
+	/*
+	 * A write larger than the bounce reserve is split, and so is a read
+	 * with integrity metadata (it may be read again into bounce pages);
+	 * dm resubmits the rest.
+	 */
+	if ((bio_data_dir(bio) == WRITE || cc->tuple_size) &&
+	    bio_sectors(bio) > LBS_BOUNCE_SECTORS)
 		dm_accept_partial_bio(bio, LBS_BOUNCE_SECTORS);
 
 	offset = dm_target_offset(ti, bio->bi_iter.bi_sector);
@@ -397,17 +558,25 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	io->base = bio;
 	io->clone = NULL;
 	io->sector = offset;
+	io->first_sector = offset;
 	io->error = BLK_STS_OK;
+	io->tag_failed = false;
+	io->rechecking = false;
 	io->req = NULL;
 	io->own_req_used = false;
 	io->restart_wait = false;
 	init_completion(&io->restart);
+	/* may cut the bio to what one metadata pool entry covers */
+	lbs_integrity_map(io, bio);
 
 	if (bio_data_dir(bio) == READ) {
 		if (!lbs_read_submit(io, GFP_NOWAIT | __GFP_NOWARN)) {
 			INIT_WORK(&io->work, lbs_read_submit_work);
 			queue_work(cc->io_wq, &io->work);
 		}
+	} else if (cc->tuple_size && !io->tags) {
+		INIT_WORK(&io->work, lbs_write_tags_work);
+		queue_work(cc->io_wq, &io->work);
 	} else if (test_bit(LBS_OPT_NO_WRITE_WORKQUEUE, &cc->opts) &&
 		   in_task() && !irqs_disabled()) {
 		lbs_write_crypt(io);
@@ -421,18 +590,24 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 /*
  * Layout of one crypto request, in req_pool and after struct lbs_io:
  *   skcipher_request + driver context | lbs_req | IV (aligned) | scratch
+ * or, with an AEAD cipher:
+ *   aead_request + driver context | lbs_req | IV (aligned) | original IV
  */
 static void lbs_req_layout(struct lbs_config *cc)
 {
-	struct crypto_skcipher *tfm = cc->tfms[0];
 	unsigned int off;
 
-	off = sizeof(struct skcipher_request) + crypto_skcipher_reqsize(tfm);
+	if (cc->aead)
+		off = sizeof(struct aead_request) +
+		      crypto_aead_reqsize(cc->aead);
+	else
+		off = sizeof(struct skcipher_request) +
+		      crypto_skcipher_reqsize(cc->tfms[0]);
 	off = ALIGN(off, __alignof__(struct lbs_req));
 	cc->req_lr_off = off;
 	off += sizeof(struct lbs_req);
 	cc->req_iv_off = off;
-	off += crypto_skcipher_alignmask(tfm) + cc->iv_size;
+	off += cc->iv_align - 1 + cc->iv_size * (cc->aead ? 2 : 1);
 	off = ALIGN(off, CRYPTO_MINALIGN);
 	cc->req_scratch_off = off;
 	off += lbs_iv_scratch_size(cc);
@@ -461,6 +636,12 @@ int lbs_io_init(struct dm_target *ti, struct lbs_config *cc)
 	r = bioset_init(&cc->bs, LBS_MIN_IOS, 0, BIOSET_NEED_BVECS);
 	if (r)
 		goto nomem;
+	/* the clones' integrity payloads, reserved like the clones */
+	if (cc->tuple_size) {
+		r = bioset_integrity_create(&cc->bs, LBS_MIN_IOS);
+		if (r)
+			goto nomem;
+	}
 
 	if (test_bit(LBS_OPT_HIGH_PRIORITY, &cc->opts))
 		flags |= WQ_HIGHPRI;

@@ -28,6 +28,9 @@
  *   elephant   BitLocker's AES-CBC with the Elephant diffuser: eboiv, and
  *              the sector transformed before encryption and after
  *              decryption (elephant.c).
+ *   random     random bytes for every sector written, kept in the
+ *              integrity metadata after the tag and read back from there
+ *              (integrity.c); only over a device with integrity metadata.
  * lmk's seed, tcw's seeds and elephant's sector-key key are the key bytes
  * after the cipher keys.
  */
@@ -36,6 +39,7 @@
 #include <linux/kernel.h>
 #include <linux/log2.h>
 #include <linux/mm.h>
+#include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <crypto/algapi.h>
@@ -69,7 +73,7 @@ static int lbs_iv_plain64be_gen(struct lbs_config *cc, u8 *iv,
 static int lbs_iv_benbi_ctr(struct lbs_config *cc, struct dm_target *ti,
 			    const char *opts)
 {
-	unsigned int bs = crypto_skcipher_blocksize(cc->tfms[0]);
+	unsigned int bs = lbs_cipher_blocksize(cc);
 
 	if (!is_power_of_2(bs) || bs > LBS_MIN_SECTOR_SIZE)
 		return lbs_reject(ti, "benbi: cipher block size unusable",
@@ -90,6 +94,13 @@ static int lbs_iv_benbi_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
 static int lbs_iv_null_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
 {
 	memset(iv, 0, cc->iv_size);
+	return 0;
+}
+
+/* Writes only: a read takes the IV stored in the metadata. */
+static int lbs_iv_random_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
+{
+	get_random_bytes(iv, cc->iv_size);
 	return 0;
 }
 
@@ -393,12 +404,17 @@ void lbs_iv_dtr(struct lbs_config *cc)
 }
 
 static const struct lbs_iv_ops lbs_iv_modes[] = {
-	{ .name = "plain", .gen = lbs_iv_plain_gen },
-	{ .name = "plain64", .gen = lbs_iv_plain64_gen, .counter64 = true },
-	{ .name = "plain64be", .gen = lbs_iv_plain64be_gen },
-	{ .name = "essiv", .gen = lbs_iv_plain64_gen, .counter64 = true },
-	{ .name = "benbi", .ctr = lbs_iv_benbi_ctr, .gen = lbs_iv_benbi_gen },
-	{ .name = "null", .gen = lbs_iv_null_gen },
+	{ .name = "plain", .gen = lbs_iv_plain_gen, .aead_ok = true },
+	{ .name = "plain64", .gen = lbs_iv_plain64_gen, .counter64 = true,
+	  .aead_ok = true },
+	{ .name = "plain64be", .gen = lbs_iv_plain64be_gen, .aead_ok = true },
+	{ .name = "essiv", .gen = lbs_iv_plain64_gen, .counter64 = true,
+	  .aead_ok = true },
+	{ .name = "benbi", .ctr = lbs_iv_benbi_ctr, .gen = lbs_iv_benbi_gen,
+	  .aead_ok = true },
+	{ .name = "null", .gen = lbs_iv_null_gen, .aead_ok = true },
+	{ .name = "random", .gen = lbs_iv_random_gen, .aead_ok = true,
+	  .stored = true },
 	{ .name = "eboiv", .ctr = lbs_iv_eboiv_ctr, .gen = lbs_iv_eboiv_gen,
 	  .needs_scratch = true },
 	{ .name = "lmk", .ctr = lbs_iv_lmk_ctr, .init = lbs_iv_lmk_init,
@@ -408,11 +424,6 @@ static const struct lbs_iv_ops lbs_iv_modes[] = {
 	{ .name = "elephant", .ctr = lbs_elephant_ctr,
 	  .init = lbs_elephant_init, .gen = lbs_elephant_gen,
 	  .post = lbs_elephant_post, .needs_scratch = true },
-};
-
-/* dm-crypt IV modes this target refuses. */
-static const char * const lbs_iv_unsupported[] = {
-	"random",
 };
 
 int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
@@ -429,13 +440,7 @@ int lbs_iv_lookup(struct dm_target *ti, struct lbs_config *cc,
 			return 0;
 		}
 	}
-	for (i = 0; i < ARRAY_SIZE(lbs_iv_unsupported); i++) {
-		if (!strcmp(ivmode, lbs_iv_unsupported[i]))
-			return lbs_reject(ti, "IV mode refused by this target",
-					  "IV mode %s is not supported by this target",
-					  ivmode);
-	}
 	return lbs_reject(ti, "Unknown IV mode",
-			  "unknown IV mode \"%s\" (plain, plain64, plain64be, essiv:<hash>, benbi, null, eboiv, lmk, tcw, elephant)",
+			  "unknown IV mode \"%s\" (plain, plain64, plain64be, essiv:<hash>, benbi, null, eboiv, lmk, tcw, elephant, random)",
 			  ivmode);
 }

@@ -24,13 +24,10 @@ const char * const lbs_opt_names[LBS_NR_OPTS] = {
 	[LBS_OPT_SUBMIT_FROM_CRYPT_CPUS] = "submit_from_crypt_cpus",
 	[LBS_OPT_NO_READ_WORKQUEUE] = "no_read_workqueue",
 	[LBS_OPT_NO_WRITE_WORKQUEUE] = "no_write_workqueue",
+	[LBS_OPT_INTEGRITY] = "integrity",
 	[LBS_OPT_SECTOR_SIZE] = "sector_size",
 	[LBS_OPT_IV_LARGE_SECTORS] = "iv_large_sectors",
-};
-
-/* dm-crypt options this target refuses rather than ignores. */
-static const char * const lbs_unsupported_opts[] = {
-	"integrity", "integrity_key_size",
+	[LBS_OPT_INTEGRITY_KEY_SIZE] = "integrity_key_size",
 };
 
 /* A plain unsigned decimal: digits only, no sign, no space, no overflow. */
@@ -84,31 +81,32 @@ static int lbs_parse_sector_size(struct dm_target *ti, struct lbs_config *cc,
 	return 0;
 }
 
-/* One optional parameter: a flag, "sector_size:<bytes>", or an error. */
+/* One optional parameter: a flag, "<name>:<value>", or an error. */
 static int lbs_parse_option(struct dm_target *ti, struct lbs_config *cc,
 			    const char *opt)
 {
-	const char *ss_name = lbs_opt_names[LBS_OPT_SECTOR_SIZE];
-	size_t ss_len = strlen(ss_name);
 	unsigned int i;
 
 	for (i = 0; i < LBS_NR_OPTS; i++) {
-		if (i != LBS_OPT_SECTOR_SIZE && !strcasecmp(opt, lbs_opt_names[i])) {
+		size_t len = strlen(lbs_opt_names[i]);
+
+		if (!lbs_opt_valued(i)) {
+			if (strcasecmp(opt, lbs_opt_names[i]))
+				continue;
 			set_bit(i, &cc->opts);
 			return 0;
 		}
-	}
-	if (!strncasecmp(opt, ss_name, ss_len) && opt[ss_len] == ':')
-		return lbs_parse_sector_size(ti, cc, opt + ss_len + 1);
-
-	for (i = 0; i < ARRAY_SIZE(lbs_unsupported_opts); i++) {
-		size_t len = strlen(lbs_unsupported_opts[i]);
-
-		if (!strncasecmp(opt, lbs_unsupported_opts[i], len) &&
-		    opt[len] == ':')
-			return lbs_reject(ti, "Integrity and AEAD are refused by this target",
-					  "optional parameter \"%s\": integrity/AEAD is not supported by this target",
-					  opt);
+		if (strncasecmp(opt, lbs_opt_names[i], len) || opt[len] != ':')
+			continue;
+		switch (i) {
+		case LBS_OPT_SECTOR_SIZE:
+			return lbs_parse_sector_size(ti, cc, opt + len + 1);
+		case LBS_OPT_INTEGRITY:
+			return lbs_parse_integrity(ti, cc, opt + len + 1);
+		default:
+			return lbs_parse_integrity_key_size(ti, cc,
+							    opt + len + 1);
+		}
 	}
 	return lbs_reject(ti, "Unknown optional parameter",
 			  "unknown optional parameter \"%s\"", opt);
@@ -149,6 +147,10 @@ static int lbs_parse_legacy(struct dm_target *ti, struct lbs_config *cc,
 	if (strchr(spec, '('))
 		return lbs_reject(ti, "Crypto API name without capi: prefix",
 				  "cipher %s: a crypto API name needs the capi: prefix",
+				  cc->cipher_string);
+	if (cc->want_aead)
+		return lbs_reject(ti, "integrity:<bytes>:aead needs a capi: cipher",
+				  "cipher %s: an AEAD cipher is named in the capi: form, as in capi:gcm(aes)-random",
 				  cc->cipher_string);
 	keycount = strsep(&rest, "-");
 	cipher = strsep(&keycount, ":");
@@ -201,12 +203,12 @@ static int lbs_parse_capi(struct dm_target *ti, struct lbs_config *cc,
 	*ivmode = strrchr(spec, '-');
 	if (*ivmode)
 		*(*ivmode)++ = '\0';
-	if (strstarts(spec, "authenc("))
-		return lbs_reject(ti, "Integrity and AEAD are refused by this target",
-				  "cipher %s: AEAD/authenticated encryption is not supported by this target",
+	if (strstarts(spec, "authenc(") && !cc->want_aead)
+		return lbs_reject(ti, "AEAD cipher needs integrity:<bytes>:aead",
+				  "cipher %s: an authenc() cipher is AEAD; it needs the option integrity:<bytes>:aead",
 				  cc->cipher_string);
 	/* loop-AES in the capi: form is always its 64-key layout */
-	if (*ivmode && !strcmp(*ivmode, "lmk"))
+	if (*ivmode && !strcmp(*ivmode, "lmk") && !cc->want_aead)
 		cc->tfms_count = 64;
 	if (*ivmode && !strcmp(*ivmode, "essiv"))
 		n = snprintf(api, CRYPTO_MAX_ALG_NAME, "essiv(%s,%s)", spec,
@@ -224,6 +226,8 @@ static int lbs_alloc_tfms(struct dm_target *ti, struct lbs_config *cc,
 {
 	unsigned int i;
 
+	if (cc->want_aead)
+		return lbs_aead_alloc(ti, cc, api);
 	cc->tfms = kcalloc(cc->tfms_count, sizeof(*cc->tfms), GFP_KERNEL);
 	if (!cc->tfms) {
 		ti->error = "Cannot allocate the cipher transforms";
@@ -246,6 +250,8 @@ static int lbs_alloc_tfms(struct dm_target *ti, struct lbs_config *cc,
 	}
 	DMDEBUG("%s uses %s", api,
 		crypto_skcipher_driver_name(cc->tfms[0]));
+	cc->iv_align = crypto_skcipher_alignmask(cc->tfms[0]) + 1;
+	cc->iv_size = crypto_skcipher_ivsize(cc->tfms[0]);
 	return 0;
 }
 
@@ -254,6 +260,7 @@ void lbs_free_cipher(struct lbs_config *cc)
 	unsigned int i;
 
 	lbs_iv_dtr(cc);
+	lbs_aead_free(cc);
 	if (cc->tfms) {
 		for (i = 0; i < cc->tfms_count; i++)
 			if (cc->tfms[i])
@@ -296,11 +303,16 @@ int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
 			       cc->cipher_string);
 		goto out;
 	}
+	if (cc->want_aead && cc->iv_ops && !cc->iv_ops->aead_ok) {
+		r = lbs_reject(ti, "IV mode not usable with an AEAD cipher",
+			       "cipher %s: IV mode %s works on the data or an skcipher; with AEAD use plain64, random, essiv, benbi, plain, plain64be or null",
+			       cc->cipher_string, cc->iv_ops->name);
+		goto out;
+	}
 	r = lbs_alloc_tfms(ti, cc, api);
 	if (r)
 		goto out;
 
-	cc->iv_size = crypto_skcipher_ivsize(cc->tfms[0]);
 	if (cc->iv_size && !cc->iv_ops) {
 		/*
 		 * Only a capi: name gets here.  dm-crypt loads it and hands the
@@ -321,6 +333,9 @@ int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
 		       cc->cipher_string, cc->iv_ops->name);
 		cc->iv_ops = NULL;
 	}
+	/* random: the IV is stored after the tag, in the integrity metadata */
+	if (cc->iv_ops && cc->iv_ops->stored)
+		cc->stored_iv_size = cc->iv_size;
 	cc->key_parts = cc->tfms_count;
 	if (cc->iv_ops && cc->iv_ops->ctr) {
 		r = cc->iv_ops->ctr(cc, ti, ivopts);
@@ -356,6 +371,8 @@ static int lbs_setkey_tfms(struct lbs_config *cc)
 	unsigned int i;
 	int r, err = 0;
 
+	if (cc->aead)
+		return lbs_aead_setkey(cc);
 	for (i = 0; i < cc->tfms_count; i++) {
 		r = crypto_skcipher_setkey(cc->tfms[i], cc->key + i * subkey,
 					   subkey);

@@ -52,6 +52,7 @@ static void lbs_dtr(struct dm_target *ti)
 		return;
 	ti->private = NULL;
 	lbs_io_exit(cc);
+	lbs_integrity_exit(cc);
 	lbs_free_cipher(cc);
 	if (cc->dev)
 		dm_put_device(ti, cc->dev);
@@ -130,6 +131,9 @@ static int lbs_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	cc->start = val;
 
+	r = lbs_integrity_ctr(ti, cc);
+	if (r)
+		goto bad;
 	r = lbs_io_init(ti, cc);
 	if (r)
 		goto bad;
@@ -171,6 +175,11 @@ static void lbs_status_table(struct lbs_config *cc, struct dm_target *ti,
 			continue;
 		if (i == LBS_OPT_SECTOR_SIZE)
 			DMEMIT(" %s:%u", lbs_opt_names[i], cc->sector_size);
+		else if (i == LBS_OPT_INTEGRITY)
+			DMEMIT(" %s:%u:%s", lbs_opt_names[i], cc->tag_size,
+			       cc->integrity_type);
+		else if (i == LBS_OPT_INTEGRITY_KEY_SIZE)
+			DMEMIT(" %s:%u", lbs_opt_names[i], cc->key_mac_size);
 		else
 			DMEMIT(" %s", lbs_opt_names[i]);
 	}
@@ -183,15 +192,19 @@ static void lbs_status_ima(struct lbs_config *cc, struct dm_target *ti,
 
 	DMEMIT_TARGET_NAME_VERSION(ti->type);
 	for (i = 0; i < LBS_NR_OPTS; i++)
-		if (i != LBS_OPT_SECTOR_SIZE)
+		if (!lbs_opt_valued(i))
 			DMEMIT(",%s=%c", lbs_opt_names[i],
 			       test_bit(i, &cc->opts) ? 'y' : 'n');
+	if (test_bit(LBS_OPT_INTEGRITY, &cc->opts))
+		DMEMIT(",integrity_tag_size=%u,cipher_auth=%s", cc->tag_size,
+		       cc->integrity_type);
 	if (test_bit(LBS_OPT_SECTOR_SIZE, &cc->opts))
 		DMEMIT(",%s=%u", lbs_opt_names[LBS_OPT_SECTOR_SIZE],
 		       cc->sector_size);
 	DMEMIT(",cipher_string=%s", cc->cipher_string);
-	DMEMIT(",key_size=%u,key_parts=%u,key_extra_size=%u,key_mac_size=0;",
-	       cc->key_size, cc->key_parts, cc->key_extra_size);
+	DMEMIT(",key_size=%u,key_parts=%u,key_extra_size=%u,key_mac_size=%u;",
+	       cc->key_size, cc->key_parts, cc->key_extra_size,
+	       cc->key_mac_size);
 }
 
 static void lbs_status(struct dm_target *ti, status_type_t type,

@@ -3,7 +3,7 @@
 # Source it after `set -euo pipefail`. It prints the environment first, as every
 # guest log must start with uname -r and dmsetup targets.
 
-LBS_TEST=${0##*/}
+LBS_TEST=${LBS_TEST_NAME:-${0##*/}}	# a wrapper names the test it runs as
 LBS_CLEANUPS=()
 
 # fail MSG: say what was checked and why it failed, with a call trace, clean up, exit 1.

@@ -34,6 +34,8 @@ default_limit() {
 	hardening) echo 480 ;;                   # 37 cipher cases, fio under a bounce bound, a race
 	inline) echo 300 ;;                      # 5 traced runs, then 4 runs per asynchronous cipher
 	ivlegacy) echo 600 ;;                    # 13 tables written and read by both targets; elephant up to the page size
+	integrity) echo 600 ;;                   # 32 LUKS2 --integrity formats, each written and read by both targets
+	integrity-core) echo 300 ;;              # 5 of them, the engine case, the refusals
 	benchmark) echo 120 ;;                   # ~20 s on arm64-64k, the engine's 20 ms a request included
 	*) echo 120 ;;
 	esac
