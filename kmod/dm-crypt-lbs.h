@@ -254,6 +254,30 @@ static inline void lbs_iv_put_plain64(struct lbs_config *cc, u8 *iv,
 	put_unaligned_le64(sector, iv);
 }
 
+/*
+ * A sector's IV, for either cipher kind: the counter modes inline, the
+ * others by the mode's gen(); with random, a write stores the IV in the
+ * sector's integrity metadata (after the tag) and a read takes it from there.
+ */
+static inline int lbs_make_iv(struct lbs_config *cc, struct lbs_req *lr,
+			      u8 *iv, bool write)
+{
+	u8 *stored = cc->stored_iv_size ? lr->tag + cc->auth_size : NULL;
+	int r = 0;
+
+	if (stored && !write) {
+		memcpy(iv, stored, cc->stored_iv_size);
+		return 0;
+	}
+	if (cc->iv_ops->counter64)
+		lbs_iv_put_plain64(cc, iv, lr->iv_sector);
+	else
+		r = cc->iv_ops->gen(cc, iv, lr);
+	if (!r && stored)
+		memcpy(stored, iv, cc->stored_iv_size);
+	return r;
+}
+
 /* Map one sector of a request's scatterlist entry (it lies in one page). */
 static inline u8 *lbs_map_sector(struct scatterlist *sg)
 {
@@ -313,8 +337,6 @@ void lbs_integrity_wait(struct lbs_io *io);
 int lbs_integrity_attach(struct lbs_io *io, struct bio *clone, gfp_t gfp);
 void lbs_integrity_free(struct lbs_io *io);
 void lbs_integrity_sector(struct lbs_io *io, struct lbs_req *lr, bool write);
-int lbs_integrity_iv(struct lbs_config *cc, struct lbs_req *lr, u8 *iv,
-		     bool write);
 int lbs_aead_crypt(struct lbs_io *io, struct aead_request *req,
 		   struct lbs_req *lr, bool write, u32 flags);
 

@@ -345,29 +345,6 @@ void lbs_integrity_sector(struct lbs_io *io, struct lbs_req *lr, bool write)
 }
 
 /*
- * The IV of a sector: from the metadata (random, reading), else from the
- * IV mode, stored in the metadata when the mode is random.
- */
-int lbs_integrity_iv(struct lbs_config *cc, struct lbs_req *lr, u8 *iv,
-		     bool write)
-{
-	u8 *stored = lr->tag ? lr->tag + cc->auth_size : NULL;
-	int r = 0;
-
-	if (cc->stored_iv_size && !write) {
-		memcpy(iv, stored, cc->stored_iv_size);
-		return 0;
-	}
-	if (cc->iv_ops->counter64)
-		lbs_iv_put_plain64(cc, iv, lr->iv_sector);
-	else
-		r = cc->iv_ops->gen(cc, iv, lr);
-	if (!r && cc->stored_iv_size)
-		memcpy(stored, iv, cc->stored_iv_size);
-	return r;
-}
-
-/*
  * Start one sector's AEAD request.  A write encrypts a copy of the data in
  * the bounce page, in place (as dm-crypt does); a read decrypts in place.
  * Returns what the cipher returns, or the IV mode's error.
@@ -390,12 +367,14 @@ int lbs_aead_crypt(struct lbs_io *io, struct aead_request *req,
 		lbs_unmap_sector(src, &lr->sg_in);
 	}
 	if (cc->iv_ops) {
-		r = lbs_integrity_iv(cc, lr, org_iv, write);
+		r = lbs_make_iv(cc, lr, org_iv, write);
 		if (r)
 			return r;
 	} else {
 		memset(org_iv, 0, cc->iv_size);
 	}
+	/* the mapping-relative sector, without iv_offset, as dm-crypt */
+	lr->ad_sector = cpu_to_le64(io->sector);
 	/* the cipher may change its IV; the associated data keeps the original */
 	memcpy(iv, org_iv, cc->iv_size);
 

@@ -272,7 +272,6 @@ static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 		sg_init_table(&lr->sg_out, 1);
 		sg_set_page(&lr->sg_out, out.bv_page, ss, out.bv_offset);
 		lr->tag = NULL;
-		lr->ad_sector = cpu_to_le64(io->sector);
 		if (cc->tuple_size)
 			lbs_integrity_sector(io, lr, write);
 
@@ -283,14 +282,7 @@ static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 		}
 		if (cc->iv_ops) {
 			iv = lbs_req_iv(cc, lr);
-			if (cc->stored_iv_size) {
-				r = lbs_integrity_iv(cc, lr, iv, write);
-			} else if (cc->iv_ops->counter64) {
-				lbs_iv_put_plain64(cc, iv, lr->iv_sector);
-				r = 0;
-			} else {
-				r = cc->iv_ops->gen(cc, iv, lr);
-			}
+			r = lbs_make_iv(cc, lr, iv, write);
 			if (r) {
 				DMERR_LIMIT("IV generation failed (%d)", r);
 				lbs_fail(io, BLK_STS_IOERR);
