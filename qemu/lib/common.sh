@@ -65,6 +65,20 @@ qemu_system() {
 	esac
 }
 
+# guest_cc ARCH: the C compiler for programs that run in ARCH's guests (the
+# host's gcc, or the cross compiler qemu/host-packages installs).
+guest_cc() {
+	if [ "$1" = "$(dpkg --print-architecture)" ]; then
+		echo gcc
+		return 0
+	fi
+	case $1 in
+	arm64) echo aarch64-linux-gnu-gcc ;;
+	amd64) echo x86_64-linux-gnu-gcc ;;
+	*) fail "no compiler for architecture $1" ;;
+	esac
+}
+
 # config_files ID: the config fragments of built kernel ID, base first:
 # qemu/configs/ID.config, after the one its first line names with
 # "#include NAME.config" (recursively).
