@@ -2,13 +2,14 @@
 # bench.sh [--reps N] [--runtime S] [--sizes "..."] [--engine-sizes "..."]
 #          [--ciphers "cpu engine"] [--limit-ms MS]: the guest half of `make bench`
 # (qemu/bench; issue 10 section 2). Needs stock as crypt and ours as crypt_lbs
-# (`--module both`), the engine (/lbs/kmod/lbs-engine.ko) and a 256 MiB ramdisk.
+# (`--module both`), the engine (/lbs/kmod/lbs-engine.ko) and a 320 MiB ramdisk.
 #
 # For each cipher (cpu: aes-xts-plain64; engine: capi:lbs-engine-xts-aes-plain64),
 # sector size and fio job (seqread/seqwrite: 1 MiB blocks; randread/randwrite:
 # 64 KiB; direct, libaio, iodepth 4, time-based), N repetitions, each one
-# interleaving stock, ours, and ours with no_read_workqueue no_write_workqueue,
-# each on its own 64 MiB region of the ramdisk. Then the limits in the same
+# interleaving stock, ours, and both again with no_read_workqueue
+# no_write_workqueue (stock only at the sizes it accepts), each on its own
+# 64 MiB region of the ramdisk. Then the limits in the same
 # boot: the raw ramdisk per job (N runs), and per unit size the software
 # xts(aes) and the engine driven directly from inside the kernel
 # (/sys/kernel/lbs_engine/measure), encryption and decryption. Prints records
@@ -49,18 +50,21 @@ region=$((64 << 11))	# 64 MiB in 512-byte sectors
 key=$(test_key 64)
 dev=/dev/ram0
 out=/tmp/bench-fio.json
-flags_ours="no_read_workqueue no_write_workqueue"
+inline_flags="no_read_workqueue no_write_workqueue"
+variants_all="stock ours stockinline oursinline"
+regions=$(($(wc -w <<<"$variants_all") + 1))	# one per variant, and the raw ramdisk's
 
-[ "$(blockdev --getsize64 "$dev")" -ge $((256 << 20)) ] || fail "the ramdisk is smaller than 256 MiB (qemu/run --ramdisk 256)"
+[ "$(blockdev --getsize64 "$dev")" -ge $((regions << 26)) ] ||
+	fail "the ramdisk is smaller than $((regions * 64)) MiB (qemu/run --ramdisk $((regions * 64)))"
 [ -f "$ko" ] || fail "no $ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
 [ -n "$(target_version crypt_lbs)" ] || fail "ours is not loaded as crypt_lbs (qemu/run --module both)"
 insmod "$ko" || fail "insmod $ko failed: $(dmesg | tail -n 3)"
 on_exit rmmod lbs_engine
-for v in stock ours flags; do on_exit dm_remove "lbs-bench-$v"; done
+for v in $variants_all; do on_exit dm_remove "lbs-bench-$v"; done
 
 # the sizes each cipher runs at, and the variants at a size
 sizes_of() { if [ "$1" = engine ]; then echo "$engine_sizes"; else echo "$sizes"; fi; }
-variants() { if [ "$1" -le 4096 ]; then echo "stock ours flags"; else echo "ours flags"; fi; }
+variants() { if [ "$1" -le 4096 ]; then echo "$variants_all"; else echo "ours oursinline"; fi; }
 
 steps=0
 for cipher in $ciphers; do
@@ -120,7 +124,7 @@ measure() {
 
 # Every region written once: brd allocates a page on its first write, so
 # reads of a never-written region would measure nothing but zero pages.
-dd if=/dev/zero of="$dev" bs=1M count=256 oflag=direct status=none
+dd if=/dev/zero of="$dev" bs=1M count=$((regions * 64)) oflag=direct status=none
 
 for cipher in $ciphers; do
 	spec=aes-xts-plain64
@@ -130,8 +134,8 @@ for cipher in $ciphers; do
 		i=0
 		for v in $vs; do
 			target=crypt_lbs opts="1 sector_size:$ss"
-			[ "$v" != stock ] || target=crypt
-			[ "$v" != flags ] || opts="3 sector_size:$ss $flags_ours"
+			case $v in stock*) target=crypt ;; esac
+			case $v in *inline) opts="3 sector_size:$ss $inline_flags" ;; esac
 			dmsetup create "lbs-bench-$v" --table "0 $region $target $spec $key 0 $dev $((i * region)) $opts" ||
 				fail "$cipher ss=$ss $v: the table was refused: $(ti_error)"
 			i=$((i + 1))
@@ -142,8 +146,8 @@ for cipher in $ciphers; do
 					step=$((step + 1))
 					mibps=$(fio_mibps "$(dm_blkdev "lbs-bench-$v")" "$job")
 					tgt=lbscrypt flags=-
-					[ "$v" != stock ] || tgt=stock
-					[ "$v" != flags ] || flags=${flags_ours// /,}
+					case $v in stock*) tgt=stock ;; esac
+					case $v in *inline) flags=${inline_flags// /,} ;; esac
 					printf 'BENCH-RUN %s %s %s %s %s %s %s %s\n' "$step" "$tgt" "$cipher" "$flags" "$ss" "$job" "$rep" "$mibps"
 				done
 			done
@@ -156,7 +160,7 @@ done
 for job in $jobs; do
 	for rep in $(seq 1 "$reps"); do
 		step=$((step + 1))
-		mibps=$(fio_mibps "$dev" "$job" --offset=192m)
+		mibps=$(fio_mibps "$dev" "$job" --offset=$(((regions - 1) * 64))m)
 		printf 'BENCH-LIMIT %s ramdisk - 0 %s %s\n' "$step" "$job" "$mibps"
 	done
 done
