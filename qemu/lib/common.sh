@@ -79,6 +79,28 @@ guest_cc() {
 	esac
 }
 
+# kbuild_vars: the make variables that build an out-of-tree module for the
+# kernel kernel_row last read, one per line (mapfile -t vars < <(kbuild_vars)):
+# kbuild's ARCH, CROSS_COMPILE (the guest compiler's prefix, empty for the host's
+# architecture) and, when the machine has ccache, its hook: Debian's kbuild trees
+# take DEBIAN_KERNEL_USE_CCACHE, a kernel the rig builds takes CC.
+kbuild_vars() {
+	local cc prefix
+	cc=$(guest_cc "$K_ARCH")
+	prefix=${cc%gcc}
+	case $K_ARCH in
+	amd64) echo ARCH=x86 ;;
+	*) echo "ARCH=$K_ARCH" ;;
+	esac
+	echo "CROSS_COMPILE=$prefix"
+	command -v ccache >/dev/null || return 0
+	if [ "$K_KIND" = build ]; then
+		echo "CC=ccache ${prefix}gcc"
+	else
+		echo DEBIAN_KERNEL_USE_CCACHE=1
+	fi
+}
+
 # config_files ID: the config fragments of built kernel ID, base first:
 # qemu/configs/ID.config, after the one its first line names with
 # "#include NAME.config" (recursively).
