@@ -3,6 +3,8 @@
 
   bench.py report --out DIR KERNEL=LOG...   results.json, results.md, bench.png
   bench.py smoke DIR/results.json REPS       the smoke pass's structural check
+  bench.py rst DIR/results.json KERNEL       KERNEL's table as reStructuredText
+                                             (Documentation/performance.rst)
 
 A log is the output of tests/guest/bench.sh through qemu/run: BENCH-PLAN,
 BENCH-INFO, BENCH-RUN and BENCH-LIMIT lines (MiB/s). Records (see
@@ -106,7 +108,7 @@ def limit_of(limits, kernel, limit, ss, job):
 
 
 FLAGS = "no_read_workqueue no_write_workqueue"
-VARIANTS = [("stock", ""), ("lbscrypt", ""), ("stock", FLAGS), ("lbscrypt", FLAGS)]
+VARIANTS = [("stock", ""), ("stock", FLAGS), ("lbscrypt", ""), ("lbscrypt", FLAGS)]
 LABEL = {("stock", ""): "stock", ("lbscrypt", ""): "ours",
          ("stock", FLAGS): "stock+inline", ("lbscrypt", FLAGS): "ours+inline"}
 
@@ -114,6 +116,41 @@ LABEL = {("stock", ""): "stock", ("lbscrypt", ""): "ours",
 def baseline(records, k, t, cipher, fl, ss, job):
     """What a row's xN.NN compares with: stock with the same flags (stock+inline: stock)."""
     return median_of(records, k, "stock", cipher, fl if t != "stock" else "", ss, job)
+
+
+def table_rows(k, records):
+    """Kernel k's table: [cipher, sector, variant, a cell per job], a row per case."""
+    rows = []
+    keys = sorted({(r["cipher"], r["sector_size"]) for r in records if r["kernel"] == k})
+    for cipher, ss in keys:
+        for t, fl in VARIANTS:
+            cells = []
+            for job in JOBS:
+                r = median_of(records, k, t, cipher, fl, ss, job)
+                if r is None:
+                    break
+                cell = f"{fmt(r['mbps_median'])} ({fmt(r['mbps_min'])}-{fmt(r['mbps_max'])})"
+                st = baseline(records, k, t, cipher, fl, ss, job)
+                if (t, fl) != ("stock", "") and st and st["mbps_median"] > 0:
+                    cell += f" x{r['mbps_median'] / st['mbps_median']:.2f}"
+                cells.append(cell)
+            if len(cells) == len(JOBS):
+                rows.append([cipher, str(ss), LABEL[(t, fl)]] + cells)
+    return rows
+
+
+def rst(path, kernel):
+    """Kernel's table of results.json as a reStructuredText simple table, as
+    Documentation/performance.rst shows the runs."""
+    with open(path) as f:
+        records = [r for r in json.load(f) if "target" in r]
+    rows = [["cipher", "sector", "variant"] + JOBS] + table_rows(kernel, records)
+    if len(rows) == 1:
+        sys.exit(f"bench.py rst: no records of {kernel} in {path}")
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    rule = "  ".join("=" * w for w in widths)
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    print("\n".join([rule, lines[0], rule] + lines[1:] + [rule]))
 
 
 def markdown(kernels, records, limits, infos):
@@ -131,21 +168,8 @@ def markdown(kernels, records, limits, infos):
                 f"{info.get('driver_cipher', '?')}", ""]
         out += ["| cipher | sector | variant | " + " | ".join(JOBS) + " |",
                 "|---|---:|---|" + "---:|" * len(JOBS)]
-        keys = sorted({(r["cipher"], r["sector_size"]) for r in records if r["kernel"] == k})
-        for cipher, ss in keys:
-            for t, fl in VARIANTS:
-                cells = []
-                for job in JOBS:
-                    r = median_of(records, k, t, cipher, fl, ss, job)
-                    if r is None:
-                        break
-                    cell = f"{fmt(r['mbps_median'])} ({fmt(r['mbps_min'])}-{fmt(r['mbps_max'])})"
-                    st = baseline(records, k, t, cipher, fl, ss, job)
-                    if (t, fl) != ("stock", "") and st and st["mbps_median"] > 0:
-                        cell += f" x{r['mbps_median'] / st['mbps_median']:.2f}"
-                    cells.append(cell)
-                if len(cells) == len(JOBS):
-                    out.append(f"| {cipher} | {ss} | {LABEL[(t, fl)]} | " + " | ".join(cells) + " |")
+        for row in table_rows(k, records):
+            out.append("| " + " | ".join(row) + " |")
         out += ["", "`xN.NN`: against stock at the same size, job and cipher: ours against "
                 "stock with the same flags, stock+inline against stock without them.", ""]
         out += ["| limit | " + " | ".join(JOBS) + " |", "|---|" + "---:|" * len(JOBS),
@@ -322,6 +346,8 @@ def smoke(path, reps):
 def main(argv):
     if len(argv) >= 4 and argv[1] == "report" and argv[2] == "--out":
         report(argv[3], argv[4:])
+    elif len(argv) == 4 and argv[1] == "rst":
+        rst(argv[2], argv[3])
     elif len(argv) == 4 and argv[1] == "smoke":
         smoke(argv[2], int(argv[3]))
     else:

@@ -49,7 +49,7 @@ printf 'cryptsetup-upstream: %s; crypt is %s; tests from %s\n' \
 work=/tmp/cstests
 for t in "$@"; do
 	rm -rf "$work" && mkdir -p "$work"
-	tar -xf "$tarball" -C "$work" --warning=no-timestamp	# the guest clock starts at 1970
+	tar -xf "$tarball" -C "$work" --warning=no-timestamp	# in case the guest clock is behind the tarball
 	dir=$(find "$work" -mindepth 1 -maxdepth 1 -type d | head -n 1)
 	[ -x "$dir/$t" ] || { printf 'CSTEST %s FAIL rc=127 skipped=0 na=0 secs=0\n' "$t"; continue; }
 	if [ "$subset" = 1 ]; then
