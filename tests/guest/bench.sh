@@ -108,7 +108,7 @@ fio_mibps() {
 		$1 == "\"read\"" && $3 == "{" { s = "read" }
 		$1 == "\"write\"" && $3 == "{" { s = "write" }
 		$1 == "\"bw_bytes\"" && s == sec && !done { v = $3; sub(/,$/, "", v); done = 1 }
-		END { if (!done) exit 1; printf "%.2f\n", v / 1048576 }' "$out" ||
+		END { if (!done) exit 1; printf "%.3f\n", v / 1048576 }' "$out" ||
 		{ cat "$out"; fail "fio $job on $dev: no bw_bytes for $sec in its JSON output"; }
 }
 
@@ -119,7 +119,7 @@ measure() {
 	read -r what op size bytes ns reqs driver <"$sysd/measure"
 	[ "$what $op $size" = "$1 $2 $3" ] || fail "measure $1 $2 $3: the engine reported '$what $op $size'"
 	printf 'BENCH-INFO driver_%s %s (%s requests of %s bytes in %s ns)\n' "$what" "$driver" "$reqs" "$size" "$ns" >&2
-	awk -v b="$bytes" -v ns="$ns" 'BEGIN { printf "%.2f\n", b / 1048576 / (ns / 1e9) }'
+	awk -v b="$bytes" -v ns="$ns" 'BEGIN { printf "%.3f\n", b / 1048576 / (ns / 1e9) }'
 }
 
 # Every region written once: brd allocates a page on its first write, so
