@@ -76,18 +76,19 @@ dump() {
 	dd if="$dev" of="$3" bs=4096 skip=$(($1 / 4096)) count=$(($2 / 4096)) iflag=direct status=none
 }
 
-# tag_offset BEFORE AFTER BASE: the byte offset of the first changed byte in a
+# tag_offset CHANGES BASE: from the changed bytes of a region at BASE (cmp -l:
+# 1-based offsets, in order), the byte offset of the first changed byte in a
 # 4 KiB block with few changes (a tag; the data sector changes hundreds), or
-# nothing; the first block, dm-integrity's superblock, is not looked at. cmp -l
-# lists the changed bytes (1-based, in order): a hex dump of the region through
-# od and awk took half a minute a side under emulation.
+# nothing; the first block, dm-integrity's superblock, is not looked at. (A hex
+# dump of the region through od and awk took half a minute a side under
+# emulation.)
 tag_offset() {
-	{ cmp -l "$1" "$2" || true; } | awk -v base="$3" '
+	awk -v base="$2" '
 		{ o = $1 - 1; blk = int(o / 4096) }
 		blk == 0 { next }
 		!(blk in n) { first[blk] = o; order[++k] = blk }
 		{ n[blk]++ }
-		END { for (i = 1; i <= k; i++) if (n[order[i]] < 300) { printf "%d\n", base + first[order[i]]; exit } }'
+		END { for (i = 1; i <= k; i++) if (n[order[i]] < 300) { printf "%d\n", base + first[order[i]]; exit } }' "$1"
 }
 
 # meta_flip SS: stock writes block 0 alone; one byte of its tag, found on the
@@ -103,7 +104,10 @@ meta_flip() {
 	dd if=/tmp/int.one of="$(dm_blkdev "$name")" bs="$ss" count=1 oflag=direct conv=fsync status=none
 	cryptsetup close "$name"
 	dump "$start" "$region" /tmp/int.after
-	off=$(tag_offset /tmp/int.before /tmp/int.after "$start")
+	# cmp: 0 the same, 1 different, 2 trouble
+	cmp -l /tmp/int.before /tmp/int.after >/tmp/int.cmp || [ $? -eq 1 ] ||
+		fail "$what: cmp -l of the ramdisk before and after the write failed"
+	off=$(tag_offset /tmp/int.cmp "$start")
 	[ -n "$off" ] || { soft_fail "$what: no tag found on the ramdisk beside the data"; cryptsetup open --disable-keyring -d "$key" "$dev" "$name"; return 0; }
 	flip_byte "$off"
 	cryptsetup open --disable-keyring -d "$key" "$dev" "$name" || fail "$what: cannot reopen"
