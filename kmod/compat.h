@@ -11,6 +11,7 @@
 #include <linux/compiler.h>
 #include <linux/crypto.h>
 #include <linux/minmax.h>
+#include <linux/slab.h>
 #include <linux/string.h>
 
 /*
@@ -83,6 +84,18 @@ static inline bool lbs_integrity_opaque(const struct blk_integrity *bi)
 	return bi->profile && bi->profile->name &&
 	       !strcmp(bi->profile->name, "DM-DIF-EXT-TAG");
 }
+#endif
+
+/*
+ * The alignment that keeps a buffer a device reads or writes by DMA in
+ * cache lines of its own.  ARCH_DMA_MINALIGN is defined for every
+ * architecture from 6.5; before, an architecture that needs it defines it,
+ * and kmalloc's alignment is the bound elsewhere.
+ */
+#ifdef ARCH_DMA_MINALIGN
+#define LBS_DMA_ALIGN	((unsigned int)ARCH_DMA_MINALIGN)
+#else
+#define LBS_DMA_ALIGN	((unsigned int)ARCH_KMALLOC_MINALIGN)
 #endif
 
 /* Keyring key types that exist only when the kernel config has them. */
