@@ -166,6 +166,7 @@ struct lbs_config {
 	bool bounce_limited;	/* page_pool filled: the global bound applies */
 	struct bio_set bs;
 	struct mutex bounce_lock;	/* serialises reserve-draining writers */
+	int wq_id;		/* in the workqueues' names; 0: none taken */
 	struct workqueue_struct *io_wq;
 	struct workqueue_struct *crypt_wq;
 	spinlock_t write_lock;		/* protects write_tree */

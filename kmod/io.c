@@ -48,6 +48,7 @@
  */
 
 #include <linux/blkdev.h>
+#include <linux/idr.h>
 #include <linux/kernel.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -67,6 +68,9 @@
  * decrypted where its clone completed, without a reschedule point.
  */
 #define LBS_MAX_REQUEST_DEFAULT	(128U * 1024)
+
+/* Numbers that keep the workqueues' sysfs names unique */
+static DEFINE_IDA(lbs_wq_ida);
 
 static unsigned int lbs_max_read_size;
 module_param_named(max_read_size, lbs_max_read_size, uint, 0644);
@@ -678,14 +682,25 @@ int lbs_io_init(struct dm_target *ti, struct lbs_config *cc)
 
 	if (test_bit(LBS_OPT_HIGH_PRIORITY, &cc->opts))
 		flags |= WQ_HIGHPRI;
-	cc->io_wq = alloc_workqueue("kcryptd_lbs_io/%s", flags, 1, dev);
+	/*
+	 * WQ_SYSFS names are sysfs directories: no '/', and unique while both
+	 * tables of a reload live, hence the number.
+	 */
+	r = ida_alloc_min(&lbs_wq_ida, 1, GFP_KERNEL);
+	if (r < 0)
+		goto nomem;
+	cc->wq_id = r;
+	cc->io_wq = alloc_workqueue("kcryptd_lbs_io-%s-%d", flags, 1, dev,
+				    cc->wq_id);
 	if (test_bit(LBS_OPT_SAME_CPU_CRYPT, &cc->opts))
-		cc->crypt_wq = alloc_workqueue("kcryptd_lbs/%s",
-					       flags | WQ_CPU_INTENSIVE, 1, dev);
+		cc->crypt_wq = alloc_workqueue("kcryptd_lbs-%s-%d",
+					       flags | WQ_CPU_INTENSIVE, 1, dev,
+					       cc->wq_id);
 	else
-		cc->crypt_wq = alloc_workqueue("kcryptd_lbs/%s",
+		cc->crypt_wq = alloc_workqueue("kcryptd_lbs-%s-%d",
 					       flags | WQ_UNBOUND,
-					       num_online_cpus(), dev);
+					       num_online_cpus(), dev,
+					       cc->wq_id);
 	if (!cc->io_wq || !cc->crypt_wq) {
 		r = -ENOMEM;
 		goto nomem;
@@ -707,6 +722,8 @@ void lbs_io_exit(struct lbs_config *cc)
 		destroy_workqueue(cc->crypt_wq);
 	if (cc->io_wq)
 		destroy_workqueue(cc->io_wq);
+	if (cc->wq_id)
+		ida_free(&lbs_wq_ida, cc->wq_id);
 	bioset_exit(&cc->bs);
 	lbs_bounce_exit(cc);
 	mempool_exit(&cc->req_pool);
