@@ -10,6 +10,7 @@
 #include <linux/blk-integrity.h>
 #include <linux/compiler.h>
 #include <linux/crypto.h>
+#include <linux/device-mapper.h>
 #include <linux/minmax.h>
 #include <linux/slab.h>
 #include <linux/string.h>
@@ -96,6 +97,39 @@ static inline bool lbs_integrity_opaque(const struct blk_integrity *bi)
 #define LBS_DMA_ALIGN	((unsigned int)ARCH_DMA_MINALIGN)
 #else
 #define LBS_DMA_ALIGN	((unsigned int)ARCH_KMALLOC_MINALIGN)
+#endif
+
+/*
+ * Atomic writes through device-mapper (dm core 6.14 on): a target that
+ * declares DM_TARGET_ATOMIC_WRITES gets REQ_ATOMIC bios, which it must pass
+ * down whole, and bounds the atomic unit the device announces.
+ */
+#ifdef DM_TARGET_ATOMIC_WRITES
+#define LBS_TARGET_ATOMIC_WRITES	DM_TARGET_ATOMIC_WRITES
+static inline bool lbs_bio_atomic(const struct bio *bio)
+{
+	return bio->bi_opf & REQ_ATOMIC;
+}
+
+static inline void lbs_atomic_limits(struct queue_limits *limits,
+				     unsigned int max_bytes)
+{
+	limits->atomic_write_hw_unit_max =
+		min(limits->atomic_write_hw_unit_max, max_bytes);
+	limits->atomic_write_hw_max =
+		min(limits->atomic_write_hw_max, max_bytes);
+}
+#else
+#define LBS_TARGET_ATOMIC_WRITES	0
+static inline bool lbs_bio_atomic(const struct bio *bio)
+{
+	return false;
+}
+
+static inline void lbs_atomic_limits(struct queue_limits *limits,
+				     unsigned int max_bytes)
+{
+}
 #endif
 
 /* Keyring key types that exist only when the kernel config has them. */
