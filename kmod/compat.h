@@ -15,11 +15,12 @@
 #include <linux/string.h>
 
 /*
- * Differences are detected by Kbuild in the headers built against, not by
- * version number, so a distribution backport is handled like the release
- * that introduced the change:
+ * Differences are detected by Kbuild, which compiles a small test from
+ * features/ against the kernel built for (not by version number), so a
+ * distribution backport is handled like the release that introduced the
+ * change.  A test that compiles defines:
  *   LBS_HAVE_LINUX_UNALIGNED_H      <linux/unaligned.h> exists (6.12)
- *   LBS_COMPLETION_TAKES_DATA       crypto_completion_t takes the request's
+ *   LBS_HAVE_CRYPTO_COMPLETION_DATA crypto_completion_t takes the request's
  *                                   data pointer (6.3)
  *   LBS_HAVE_INTEGRITY_CSUM_TYPE    struct blk_integrity names its checksum
  *                                   in csum_type, not by a profile (6.11)
@@ -54,7 +55,7 @@ static inline const char *lbs_max_sector_reason(void)
 #endif
 
 /* Crypto completion callbacks take the request's data pointer from 6.3. */
-#ifdef LBS_COMPLETION_TAKES_DATA
+#ifdef LBS_HAVE_CRYPTO_COMPLETION_DATA
 #define LBS_ASYNC_ARG void *
 static inline void *lbs_async_data(void *data)
 {
