@@ -1,18 +1,21 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * dm-crypt-lbs: every difference between the kernels this target builds
- * for (6.1 to 6.12 and later) is bridged here and nowhere else.
+ * for (6.1, 6.12 and 7.2) is bridged here and nowhere else.
  */
 #ifndef DM_CRYPT_LBS_COMPAT_H
 #define DM_CRYPT_LBS_COMPAT_H
 
+#include <linux/bio.h>
 #include <linux/blkdev.h>
 #include <linux/blk-integrity.h>
 #include <linux/compiler.h>
 #include <linux/crypto.h>
+#include <linux/kernel.h>
 #include <linux/minmax.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <crypto/aes.h>
 
 /*
  * Differences are detected by Kbuild, which compiles a small test from
@@ -20,16 +23,30 @@
  * distribution backport is handled like the release that introduced the
  * change.  A test that compiles defines:
  *   LBS_HAVE_LINUX_UNALIGNED_H      <linux/unaligned.h> exists (6.12)
+ *   LBS_HAVE_LINUX_HEX_H            hex2bin() is in <linux/hex.h> (6.12,
+ *                                   not 6.1), which <linux/kernel.h> no
+ *                                   longer includes on 7.2
  *   LBS_HAVE_CRYPTO_COMPLETION_DATA crypto_completion_t takes the request's
  *                                   data pointer (6.3)
  *   LBS_HAVE_INTEGRITY_CSUM_TYPE    struct blk_integrity names its checksum
  *                                   in csum_type, not by a profile (6.11)
+ *   LBS_HAVE_INTEGRITY_METADATA_SIZE struct blk_integrity's bytes per
+ *                                   interval are metadata_size, not
+ *                                   tuple_size (7.2; not 6.12)
+ *   LBS_HAVE_BIOSET_INTEGRITY       bioset_integrity_create() exists (6.12;
+ *                                   gone in 7.2)
+ *   LBS_HAVE_AES_ENCKEY             the AES library encrypts with a
+ *                                   struct aes_enckey (7.2; not 6.12)
  */
 
 #ifdef LBS_HAVE_LINUX_UNALIGNED_H
 #include <linux/unaligned.h>
 #else
 #include <asm/unaligned.h>
+#endif
+
+#ifdef LBS_HAVE_LINUX_HEX_H
+#include <linux/hex.h>
 #endif
 
 /*
@@ -98,6 +115,65 @@ static inline bool lbs_integrity_opaque(const struct blk_integrity *bi)
 #else
 #define LBS_DMA_ALIGN	((unsigned int)ARCH_KMALLOC_MINALIGN)
 #endif
+
+/* The metadata bytes the device keeps per integrity interval. */
+static inline unsigned int lbs_integrity_tuple_size(const struct blk_integrity *bi)
+{
+#ifdef LBS_HAVE_INTEGRITY_METADATA_SIZE
+	return bi->metadata_size;
+#else
+	return bi->tuple_size;
+#endif
+}
+
+/*
+ * Reserve integrity payloads for the clones of bs.  Where the block layer
+ * has no per-bio_set reserve (7.2), bio_integrity_alloc() takes them from
+ * kmalloc, and there is nothing to set up.
+ */
+static inline int lbs_bioset_integrity_create(struct bio_set *bs,
+					      int pool_size)
+{
+#ifdef LBS_HAVE_BIOSET_INTEGRITY
+	return bioset_integrity_create(bs, pool_size);
+#else
+	return 0;
+#endif
+}
+
+/*
+ * An AES key for the AES library's single-block encryption (elephant's
+ * sector keys): encryption only where the library has such a key (7.2), the
+ * expanded key of both directions before.
+ */
+struct lbs_aes_key {
+#ifdef LBS_HAVE_AES_ENCKEY
+	struct aes_enckey key;
+#else
+	struct crypto_aes_ctx key;
+#endif
+};
+
+static inline struct lbs_aes_key *lbs_aes_key_alloc(void)
+{
+	return kzalloc(sizeof(struct lbs_aes_key), GFP_KERNEL);
+}
+
+static inline int lbs_aes_setkey(struct lbs_aes_key *k, const u8 *key,
+				 unsigned int len)
+{
+#ifdef LBS_HAVE_AES_ENCKEY
+	return aes_prepareenckey(&k->key, key, len);
+#else
+	return aes_expandkey(&k->key, key, len);
+#endif
+}
+
+static inline void lbs_aes_encrypt(const struct lbs_aes_key *k, u8 *out,
+				   const u8 *in)
+{
+	aes_encrypt(&k->key, out, in);
+}
 
 /* Keyring key types that exist only when the kernel config has them. */
 #define LBS_HAVE_KEYRING		IS_ENABLED(CONFIG_KEYS)
