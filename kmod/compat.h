@@ -9,13 +9,18 @@
 #include <linux/bio.h>
 #include <linux/blkdev.h>
 #include <linux/blk-integrity.h>
+#include <linux/bug.h>
 #include <linux/compiler.h>
 #include <linux/crypto.h>
+#include <linux/err.h>
 #include <linux/kernel.h>
 #include <linux/minmax.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/stringify.h>
 #include <crypto/aes.h>
+#include <crypto/hash.h>
+#include <crypto/md5.h>
 
 /*
  * Differences are detected by Kbuild, which compiles a small test from
@@ -37,6 +42,10 @@
  *                                   gone in 7.2)
  *   LBS_HAVE_AES_ENCKEY             the AES library encrypts with a
  *                                   struct aes_enckey (7.2; not 6.12)
+ *   LBS_HAVE_MD5_LIB                the MD5 library: md5_init(),
+ *                                   md5_update(), struct md5_ctx (7.2)
+ * A constant the kernel defines as a macro (BLK_MAX_BLOCK_SIZE,
+ * ARCH_DMA_MINALIGN) needs no test: #ifdef asks the compiler directly.
  */
 
 #ifdef LBS_HAVE_LINUX_UNALIGNED_H
@@ -174,6 +183,97 @@ static inline void lbs_aes_encrypt(const struct lbs_aes_key *k, u8 *out,
 {
 	aes_encrypt(&k->key, out, in);
 }
+
+/*
+ * lmk's MD5: the four chaining words after whole 64-byte blocks, taken as
+ * they stand (no padding, no length).  lbs_md5_words() hashes the parts in
+ * turn; their lengths must add up to whole blocks.
+ *
+ * Where the kernel has the MD5 library (7.2; 6.1 and 6.12 do not), its
+ * context holds the words after each update and no transform is used:
+ * LBS_MD5_SHASH is NULL, and the "md5" shash need not exist (the in-tree
+ * dm-crypt selects only the library, so on 7.2 the shash is often not built).
+ *
+ * Elsewhere the words come from the "md5" shash: crypto_shash_export()
+ * writes its whole state, whose first MD5_HASH_WORDS words they are, and
+ * how large that state is depends on the kernel (struct md5_state, 88
+ * bytes, on 6.1 and 6.12; the library context and a partial-block count, 89
+ * bytes, on 7.2).  It is exported to a buffer of LBS_MD5_STATE_MAX bytes;
+ * lbs_md5_check(), in the constructor, refuses a transform whose statesize
+ * is larger or whose exported state does not start with MD5's initial words.
+ */
+struct lbs_md5_part {
+	const void *data;
+	unsigned int len;
+};
+
+#if defined(LBS_HAVE_MD5_LIB) && IS_ENABLED(CONFIG_CRYPTO_LIB_MD5)
+#define LBS_MD5_SHASH	NULL
+
+static inline const char *lbs_md5_check(struct crypto_shash *tfm)
+{
+	return NULL;
+}
+
+static inline int lbs_md5_words(struct crypto_shash *tfm,
+				const struct lbs_md5_part *parts,
+				unsigned int n, u32 words[MD5_HASH_WORDS])
+{
+	struct md5_ctx ctx;
+	unsigned int i;
+
+	md5_init(&ctx);
+	for (i = 0; i < n; i++)
+		md5_update(&ctx, parts[i].data, parts[i].len);
+	memcpy(words, ctx.state.h, MD5_DIGEST_SIZE);
+	memzero_explicit(&ctx, sizeof(ctx));
+	return 0;
+}
+#else
+#define LBS_MD5_SHASH		"md5"
+#define LBS_MD5_STATE_MAX	128
+
+static inline int lbs_md5_words(struct crypto_shash *tfm,
+				const struct lbs_md5_part *parts,
+				unsigned int n, u32 words[MD5_HASH_WORDS])
+{
+	SHASH_DESC_ON_STACK(desc, tfm);
+	u64 state[LBS_MD5_STATE_MAX / sizeof(u64)];
+	unsigned int i;
+	int r;
+
+	if (WARN_ON_ONCE(crypto_shash_statesize(tfm) > sizeof(state)))
+		return -EINVAL;
+	desc->tfm = tfm;
+	r = crypto_shash_init(desc);
+	for (i = 0; i < n && !r; i++)
+		r = crypto_shash_update(desc, parts[i].data, parts[i].len);
+	if (!r)
+		r = crypto_shash_export(desc, state);
+	if (!r)
+		memcpy(words, state, MD5_DIGEST_SIZE);
+	shash_desc_zero(desc);
+	memzero_explicit(state, sizeof(state));
+	return r;
+}
+
+static inline const char *lbs_md5_check(struct crypto_shash *tfm)
+{
+	static const u32 initial[MD5_HASH_WORDS] = {
+		MD5_H0, MD5_H1, MD5_H2, MD5_H3
+	};
+	u32 words[MD5_HASH_WORDS];
+
+	if (crypto_shash_statesize(tfm) > LBS_MD5_STATE_MAX)
+		return "md5's exported state is larger than the "
+		       __stringify(LBS_MD5_STATE_MAX) " bytes lmk reserves";
+	if (crypto_shash_statesize(tfm) < MD5_DIGEST_SIZE ||
+	    lbs_md5_words(tfm, NULL, 0, words) ||
+	    memcmp(words, initial, sizeof(words)))
+		return "md5's exported state does not start with the chaining words";
+	return NULL;
+}
+#endif
 
 /* Keyring key types that exist only when the kernel config has them. */
 #define LBS_HAVE_KEYRING		IS_ENABLED(CONFIG_KEYS)
