@@ -35,6 +35,7 @@
  * after the cipher keys.
  */
 
+#include <linux/crc32.h>
 #include <linux/highmem.h>
 #include <linux/kernel.h>
 #include <linux/log2.h>
@@ -166,26 +167,41 @@ static bool lbs_lr_write(struct lbs_req *lr)
 	return bio_data_dir(lr->io->base) == WRITE;
 }
 
-/* A 512-byte-sector mode with a keyed hash: the common part of its ctr. */
+/* The shash a 512-byte-sector mode hashes with, as cc->iv_hash. */
+static int lbs_iv_hash_alloc(struct lbs_config *cc, struct dm_target *ti,
+			     const char *mode, const char *hash)
+{
+	int r;
+
+	cc->iv_hash = crypto_alloc_shash(hash, 0, CRYPTO_ALG_ALLOCATES_MEMORY);
+	if (!IS_ERR(cc->iv_hash))
+		return 0;
+	r = PTR_ERR(cc->iv_hash);
+	cc->iv_hash = NULL;
+	DMERR("IV mode %s: this kernel has no %s (%d)", mode, hash, r);
+	ti->error = "IV mode's hash not available in this kernel";
+	return r == -ENOENT ? -EINVAL : r;
+}
+
+/*
+ * A 512-byte-sector mode with a keyed hash: the common part of its ctr.
+ * hash names the shash to allocate; NULL for none (tcw's CRC32 and lmk on
+ * the MD5 library are plain library calls).
+ */
 static int lbs_iv_hash_ctr(struct lbs_config *cc, struct dm_target *ti,
 			   const char *mode, const char *hash,
 			   unsigned int seed_size)
 {
+	int r;
+
 	if (cc->sector_size != LBS_MIN_SECTOR_SIZE)
 		return lbs_reject(ti, "IV mode lmk/tcw takes 512-byte sectors only",
 				  "IV mode %s: sector_size %u; its format defines 512-byte sectors only",
 				  mode, cc->sector_size);
-	/* no hash: lmk on the MD5 library, which needs no transform */
-	if (hash)
-		cc->iv_hash = crypto_alloc_shash(hash, 0,
-						 CRYPTO_ALG_ALLOCATES_MEMORY);
-	if (IS_ERR(cc->iv_hash)) {
-		int r = PTR_ERR(cc->iv_hash);
-
-		cc->iv_hash = NULL;
-		DMERR("IV mode %s: this kernel has no %s (%d)", mode, hash, r);
-		ti->error = "IV mode's hash not available in this kernel";
-		return r == -ENOENT ? -EINVAL : r;
+	if (hash) {
+		r = lbs_iv_hash_alloc(cc, ti, mode, hash);
+		if (r)
+			return r;
 	}
 	cc->iv_seed = kzalloc(seed_size, GFP_KERNEL);
 	if (!cc->iv_seed) {
@@ -311,7 +327,7 @@ static int lbs_iv_tcw_ctr(struct lbs_config *cc, struct dm_target *ti,
 {
 	int r;
 
-	r = lbs_iv_hash_ctr(cc, ti, "tcw", "crc32",
+	r = lbs_iv_hash_ctr(cc, ti, "tcw", NULL,
 			    cc->iv_size + LBS_TCW_WHITENING);
 	if (r)
 		return r;
@@ -341,26 +357,24 @@ static int lbs_iv_tcw_init(struct lbs_config *cc)
 static int lbs_iv_tcw_whiten(struct lbs_config *cc, struct lbs_req *lr,
 			     u8 *data)
 {
-	SHASH_DESC_ON_STACK(desc, cc->iv_hash);
 	u8 w[LBS_TCW_WHITENING], sector[8];
-	int i, r = 0;
+	int i;
 
 	put_unaligned_le64(lr->iv_sector, sector);
 	crypto_xor_cpy(w, cc->iv_seed + cc->iv_size, sector, 8);
 	crypto_xor_cpy(w + 8, cc->iv_seed + cc->iv_size + 8, sector, 8);
-	/* each 32-bit word replaced by its CRC32, then folded to 8 bytes */
-	desc->tfm = cc->iv_hash;
-	for (i = 0; i < 4 && !r; i++)
-		r = crypto_shash_digest(desc, w + 4 * i, 4, w + 4 * i);
-	shash_desc_zero(desc);
-	if (!r) {
-		crypto_xor(w, w + 12, 4);
-		crypto_xor(w + 4, w + 8, 4);
-		for (i = 0; i < LBS_MIN_SECTOR_SIZE; i += 8)
-			crypto_xor(data + i, w, 8);
-	}
+	/*
+	 * each 32-bit word replaced by its CRC32 (seed 0, no final inversion,
+	 * stored little-endian), then folded to 8 bytes
+	 */
+	for (i = 0; i < 4; i++)
+		put_unaligned_le32(crc32_le(0, w + 4 * i, 4), w + 4 * i);
+	crypto_xor(w, w + 12, 4);
+	crypto_xor(w + 4, w + 8, 4);
+	for (i = 0; i < LBS_MIN_SECTOR_SIZE; i += 8)
+		crypto_xor(data + i, w, 8);
 	memzero_explicit(w, sizeof(w));
-	return r;
+	return 0;
 }
 
 static int lbs_iv_tcw_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)
