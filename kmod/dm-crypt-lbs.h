@@ -135,7 +135,7 @@ struct lbs_config {
 	unsigned int key_parts;	/* the key's parts: cipher keys + the IV's */
 	struct crypto_shash *iv_hash;	/* lmk: md5; tcw: crc32 */
 	u8 *iv_seed;		/* lmk: seed block; tcw: IV seed, whitening */
-	struct crypto_aes_ctx *iv_aes;	/* elephant: the sector-key key */
+	struct lbs_aes_key *iv_aes;	/* elephant: the sector-key key */
 
 	/* integrity (integrity.c) */
 	unsigned int tag_size;	/* integrity:<bytes>: tag and stored IV */

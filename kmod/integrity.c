@@ -219,15 +219,15 @@ int lbs_integrity_ctr(struct dm_target *ti, struct lbs_config *cc)
 		return lbs_reject(ti, "Integrity profile not supported",
 				  "device %s has no opaque integrity metadata (a dm-integrity device without its own hash has); %s needs it",
 				  dev, cc->aead ? "an AEAD cipher" : "IV mode random");
-	if (bi->tuple_size < cc->tag_size)
+	if (lbs_integrity_tuple_size(bi) < cc->tag_size)
 		return lbs_reject(ti, "Integrity profile tag size mismatch",
 				  "device %s keeps %u metadata bytes per sector; integrity:%u needs more",
-				  dev, bi->tuple_size, cc->tag_size);
+				  dev, lbs_integrity_tuple_size(bi), cc->tag_size);
 	if ((1U << bi->interval_exp) != cc->sector_size)
 		return lbs_reject(ti, "Integrity profile sector size mismatch",
 				  "device %s keeps metadata per %u bytes; sector_size is %u",
 				  dev, 1U << bi->interval_exp, cc->sector_size);
-	cc->tuple_size = bi->tuple_size;
+	cc->tuple_size = lbs_integrity_tuple_size(bi);
 
 	if (cc->aead) {
 		if (cc->tag_size <= cc->stored_iv_size)

@@ -706,7 +706,7 @@ int lbs_io_init(struct dm_target *ti, struct lbs_config *cc)
 		goto nomem;
 	/* the clones' integrity payloads, reserved like the clones */
 	if (cc->tuple_size) {
-		r = bioset_integrity_create(&cc->bs, LBS_MIN_IOS);
+		r = lbs_bioset_integrity_create(&cc->bs, LBS_MIN_IOS);
 		if (r)
 			goto nomem;
 	}
