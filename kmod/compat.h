@@ -141,6 +141,11 @@ static inline bool lbs_bio_atomic(const struct bio *bio)
 static inline void lbs_atomic_limits(struct queue_limits *limits,
 				     unsigned int max_bytes)
 {
+	/* a unit the target cannot submit whole: no atomic writes at all */
+	if (limits->atomic_write_hw_unit_min > max_bytes) {
+		limits->atomic_write_hw_max = 0;
+		return;
+	}
 	limits->atomic_write_hw_unit_max =
 		min(limits->atomic_write_hw_unit_max, max_bytes);
 	limits->atomic_write_hw_max =
