@@ -287,7 +287,8 @@ static int lbs_message_key_set(struct lbs_config *cc, char *key)
 		      key_size, cc->key_size);
 		goto out;
 	}
-	new.bytes = kmalloc(max(cc->key_size, 1U), GFP_KERNEL);
+	/* the device is suspended: no allocation may wait for its I/O */
+	new.bytes = kmalloc(max(cc->key_size, 1U), GFP_NOIO);
 	if (!new.bytes) {
 		r = -ENOMEM;
 		goto out;
