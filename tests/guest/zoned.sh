@@ -14,7 +14,10 @@
 #   wrote it and through the other one, and the bytes on the device are the
 #   same from both (stock's ciphertext);
 # - fio writes 4 zones sequentially at queue depth 8 (zonemode=zbd) and verifies
-#   with crc32c: no error, no write-pointer error in the kernel log.
+#   with crc32c: no error, no write-pointer error in the kernel log;
+# - the same at 4096 with an asynchronous cipher (the engine, /lbs/kmod/
+#   lbs-engine.ko), where each write's requests must end before the next write
+#   goes down.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -41,10 +44,31 @@ zones=$(blkzone report "$dev" | wc -l)
 pattern "$bytes" >/tmp/zoned.plain
 want=$(sha256sum </tmp/zoned.plain | cut -d' ' -f1)
 
-# mk NAME TARGET SS: a mapping of the whole device
+# mk NAME TARGET SS [CIPHER]: a mapping of the whole device
 mk() {
-	dmsetup create "$1" --table "0 $len $2 aes-xts-plain64 $key 0 $dev 0 1 sector_size:$3" ||
+	dmsetup create "$1" --table "0 $len $2 ${4:-aes-xts-plain64} $key 0 $dev 0 1 sector_size:$3" ||
 		fail "$2 refused a table over the zoned $dev at sector_size $3: $(ti_error)"
+}
+# zbd_fio TARGET SS [CIPHER [MIB]]: fio's zoned sequential writes (16 MiB), verified,
+# no zone error
+zbd_fio() {
+	local map bs mib=${4:-16}
+	blkzone reset "$dev"
+	dmesg -c >/dev/null
+	mk lbs-zo "$1" "$2" "${3:-}"
+	map=$(dm_blkdev lbs-zo)
+	bs=$(($(io_bs "$map") > 65536 ? $(io_bs "$map") : 65536))
+	if ! fio_ok /tmp/zoned.fio --name=z --filename="$map" --zonemode=zbd --rw=write \
+		--bs="$bs" --direct=1 --ioengine=libaio --iodepth=8 --size="${mib}m" \
+		--verify=crc32c --verify_fatal=1; then
+		tail -n 20 /tmp/zoned.fio
+		fail "$1 at $2 ${3:-}: fio zonemode=zbd at iodepth 8 failed"
+	fi
+	if dmesg | grep -qiE 'unaligned write|write pointer|zone.*error|I/O error'; then
+		fail "$1 at $2 ${3:-}: the kernel logged zone errors under fio: $(dmesg | grep -iE 'unaligned|pointer|zone|I/O error' | head -n 3 | tr '\n' ' ')"
+	fi
+	dm_remove lbs-zo
+	ok "$1 at $2${3:+ $3}: fio zonemode=zbd, $mib MiB sequential at iodepth 8, verified, no zone error logged"
 }
 # write_through NAME: the pattern, sequentially from the first zone, O_DIRECT
 write_through() {
@@ -103,21 +127,16 @@ for ss in $(printf '4096\n%s\n' "$(bound)" | sort -un); do
 	targets=(crypt_lbs)
 	[ "$stock" = no ] || targets+=(crypt)
 	for t in "${targets[@]}"; do
-		blkzone reset "$dev"
-		dmesg -c >/dev/null
-		mk lbs-zo "$t" "$ss"
-		map=$(dm_blkdev lbs-zo)
-		bs=$(($(io_bs "$map") > 65536 ? $(io_bs "$map") : 65536))
-		if ! fio_ok /tmp/zoned.fio --name=z --filename="$map" --zonemode=zbd --rw=write \
-			--bs="$bs" --direct=1 --ioengine=libaio --iodepth=8 --size=16m \
-			--verify=crc32c --verify_fatal=1; then
-			tail -n 20 /tmp/zoned.fio
-			fail "$t at $ss: fio zonemode=zbd at iodepth 8 failed"
-		fi
-		if dmesg | grep -qiE 'unaligned write|write pointer|zone.*error|I/O error'; then
-			fail "$t at $ss: the kernel logged zone errors under fio: $(dmesg | grep -iE 'unaligned|pointer|zone|I/O error' | head -n 3 | tr '\n' ' ')"
-		fi
-		dm_remove lbs-zo
-		ok "$t at $ss: fio zonemode=zbd, 16 MiB sequential at iodepth 8, verified, no zone error logged"
+		zbd_fio "$t" "$ss"
 	done
+done
+
+# an asynchronous cipher: the engine, fast
+ko=/lbs/kmod/lbs-engine.ko
+[ -f "$ko" ] || fail "no $ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
+[ -d /sys/module/lbs_engine ] || insmod "$ko" latency_us=200 ||
+	fail "insmod lbs-engine.ko refused; dmesg: $(dmesg | tail -n 3)"
+on_exit rmmod lbs_engine
+for t in crypt_lbs crypt; do
+	zbd_fio "$t" 4096 capi:lbs-engine-xts-aes-plain64 8
 done
