@@ -19,6 +19,7 @@
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/stringify.h>
+#include <linux/workqueue.h>
 #include <crypto/aes.h>
 #include <crypto/hash.h>
 #include <crypto/md5.h>
@@ -312,6 +313,17 @@ static inline const char *lbs_md5_check(struct crypto_shash *tfm)
 		return "md5's exported state does not start with the chaining words";
 	return NULL;
 }
+#endif
+
+/*
+ * A workqueue bound to CPUs says so with WQ_PERCPU (7.2, and 6.12 stable; 7.2
+ * warn about a workqueue with neither it nor WQ_UNBOUND).  Before, that was
+ * the default and the flag does not exist.
+ */
+#ifdef LBS_HAVE_WQ_PERCPU
+#define LBS_WQ_PERCPU	WQ_PERCPU
+#else
+#define LBS_WQ_PERCPU	0
 #endif
 
 /* Keyring key types that exist only when the kernel config has them. */

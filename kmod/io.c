@@ -721,11 +721,12 @@ int lbs_io_init(struct dm_target *ti, struct lbs_config *cc)
 	if (r < 0)
 		goto nomem;
 	cc->wq_id = r;
-	cc->io_wq = alloc_workqueue("kcryptd_lbs_io-%s-%d", flags, 1, dev,
-				    cc->wq_id);
+	cc->io_wq = alloc_workqueue("kcryptd_lbs_io-%s-%d",
+				    flags | LBS_WQ_PERCPU, 1, dev, cc->wq_id);
 	if (test_bit(LBS_OPT_SAME_CPU_CRYPT, &cc->opts))
 		cc->crypt_wq = alloc_workqueue("kcryptd_lbs-%s-%d",
-					       flags | WQ_CPU_INTENSIVE, 1, dev,
+					       flags | WQ_CPU_INTENSIVE |
+					       LBS_WQ_PERCPU, 1, dev,
 					       cc->wq_id);
 	else
 		cc->crypt_wq = alloc_workqueue("kcryptd_lbs-%s-%d",

@@ -9,7 +9,8 @@
 # - suspend and resume, three times, while fio writes;
 # - reload the same table and resume, while fio writes;
 # - a deferred remove while fio writes: the device goes the moment fio closes it,
-#   right after its last writes completed (where the wake-up raced);
+#   right after its last writes completed (where the wake-up raced); fio's
+#   verification then runs on a new mapping of the same table;
 # fio must pass its verification every time, and each device must be gone after
 # its cycle. The kernel's reports (KASAN, lockdep, a WARN: suite.sh) fail the
 # test; make harden's leakscan counts leaks after it.
@@ -38,11 +39,21 @@ on_exit unload_engine
 on_exit dm_remove "$name"
 on_exit stop_fio
 
-# start_fio MAP LOG: fio writes, then verifies, MAP in the background ($fio_pid)
-start_fio() {
-	fio --name=td --filename="$1" --rw=randwrite --bs="$bs" --direct=1 --ioengine=libaio \
+# run_fio MAP FIO-ARGS...: the cycle's fio job on MAP (its seed is the cycle's,
+# so a later --verify_only pass checks what this one wrote)
+run_fio() {
+	local map=$1
+	shift
+	fio --name=td --filename="$map" --rw=randwrite --bs="$bs" --direct=1 --ioengine=libaio \
 		--iodepth=16 --size="${size_mib}m" --verify=crc32c --verify_fatal=1 \
-		--randrepeat=0 >"$2" 2>&1 &
+		--randseed=$((cycle + 1000)) "$@"
+}
+# start_fio MAP LOG FIO-ARGS...: fio writes (and verifies, unless told not to) MAP
+# in the background ($fio_pid)
+start_fio() {
+	local map=$1 log=$2
+	shift 2
+	run_fio "$map" "$@" >"$log" 2>&1 &
 	fio_pid=$!
 }
 # end_fio LOG WHAT: wait for fio; it must have passed its verification
@@ -84,14 +95,18 @@ for cipher in $ciphers; do
 		dmsetup create "$name" --table "$table" || fail "cycle $cycle: ours refused $table: $(ti_error)"
 		map=$(dm_blkdev "$name")
 		log=/tmp/teardown.fio
-		start_fio "$map" "$log"
+		op=$((cycle % 3))
+		# a deferred remove takes the device when fio closes it, and fio may
+		# reopen it for its verification pass: that pass runs on a new mapping
+		phase=()
+		[ "$op" != 2 ] || phase=(--do_verify=0)
+		start_fio "$map" "$log" "${phase[@]}"
 		# fio holds the device open before anything is done to it
 		if ! wait_open; then
 			end_fio "$log" "before it was seen holding the device"
 			fail "cycle $cycle: fio did not hold $name open within 10 s"
 		fi
 		sleep 0.2
-		op=$((cycle % 3))
 		case $op in
 		0)
 			for _ in 1 2 3; do
@@ -119,6 +134,14 @@ for cipher in $ciphers; do
 			sleep 0.1
 		done
 		! dmsetup info "$name" >/dev/null 2>&1 || fail "cycle $cycle: $name still exists 5 s after its removal"
+		if [ "$op" = 2 ]; then
+			dmsetup create "$name" --table "$table" || fail "cycle $cycle: ours refused $table again: $(ti_error)"
+			if ! run_fio "$(dm_blkdev "$name")" --verify_only >"$log" 2>&1 || ! fio_clean "$log"; then
+				tail -n 15 "$log"
+				fail "cycle $cycle: what fio wrote before the deferred remove does not verify on a new mapping ($cipher cipher)"
+			fi
+			dmsetup remove "$name" || fail "cycle $cycle: remove after the verification failed"
+		fi
 	done
 	ok "$cipher cipher: $cycles cycles under fio randwrite (iodepth 16, sector_size $(bound)): ${counts[0]} with 3 suspend/resume, ${counts[1]} reloads, ${counts[2]} deferred removes as fio closed; every verification passed, every device gone"
 done
