@@ -1,33 +1,61 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * dm-crypt-lbs: every difference between the kernels this target builds
- * for (6.1 to 6.12 and later) is bridged here and nowhere else.
+ * for (6.1, 6.12 and 7.2) is bridged here and nowhere else.
  */
 #ifndef DM_CRYPT_LBS_COMPAT_H
 #define DM_CRYPT_LBS_COMPAT_H
 
+#include <linux/bio.h>
 #include <linux/blkdev.h>
 #include <linux/blk-integrity.h>
+#include <linux/bug.h>
 #include <linux/compiler.h>
 #include <linux/crypto.h>
+#include <linux/err.h>
+#include <linux/kernel.h>
 #include <linux/minmax.h>
+#include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/stringify.h>
+#include <crypto/aes.h>
+#include <crypto/hash.h>
+#include <crypto/md5.h>
 
 /*
- * Differences are detected by Kbuild in the headers built against, not by
- * version number, so a distribution backport is handled like the release
- * that introduced the change:
+ * Differences are detected by Kbuild, which compiles a small test from
+ * features/ against the kernel built for (not by version number), so a
+ * distribution backport is handled like the release that introduced the
+ * change.  A test that compiles defines:
  *   LBS_HAVE_LINUX_UNALIGNED_H      <linux/unaligned.h> exists (6.12)
- *   LBS_COMPLETION_TAKES_DATA       crypto_completion_t takes the request's
+ *   LBS_HAVE_LINUX_HEX_H            hex2bin() is in <linux/hex.h> (6.12,
+ *                                   not 6.1), which <linux/kernel.h> no
+ *                                   longer includes on 7.2
+ *   LBS_HAVE_CRYPTO_COMPLETION_DATA crypto_completion_t takes the request's
  *                                   data pointer (6.3)
  *   LBS_HAVE_INTEGRITY_CSUM_TYPE    struct blk_integrity names its checksum
  *                                   in csum_type, not by a profile (6.11)
+ *   LBS_HAVE_INTEGRITY_METADATA_SIZE struct blk_integrity's bytes per
+ *                                   interval are metadata_size, not
+ *                                   tuple_size (7.2; not 6.12)
+ *   LBS_HAVE_BIOSET_INTEGRITY       bioset_integrity_create() exists (6.12;
+ *                                   gone in 7.2)
+ *   LBS_HAVE_AES_ENCKEY             the AES library encrypts with a
+ *                                   struct aes_enckey (7.2; not 6.12)
+ *   LBS_HAVE_MD5_LIB                the MD5 library: md5_init(),
+ *                                   md5_update(), struct md5_ctx (7.2)
+ * A constant the kernel defines as a macro (BLK_MAX_BLOCK_SIZE,
+ * ARCH_DMA_MINALIGN) needs no test: #ifdef asks the compiler directly.
  */
 
 #ifdef LBS_HAVE_LINUX_UNALIGNED_H
 #include <linux/unaligned.h>
 #else
 #include <asm/unaligned.h>
+#endif
+
+#ifdef LBS_HAVE_LINUX_HEX_H
+#include <linux/hex.h>
 #endif
 
 /*
@@ -53,7 +81,7 @@ static inline const char *lbs_max_sector_reason(void)
 #endif
 
 /* Crypto completion callbacks take the request's data pointer from 6.3. */
-#ifdef LBS_COMPLETION_TAKES_DATA
+#ifdef LBS_HAVE_CRYPTO_COMPLETION_DATA
 #define LBS_ASYNC_ARG void *
 static inline void *lbs_async_data(void *data)
 {
@@ -82,6 +110,168 @@ static inline bool lbs_integrity_opaque(const struct blk_integrity *bi)
 {
 	return bi->profile && bi->profile->name &&
 	       !strcmp(bi->profile->name, "DM-DIF-EXT-TAG");
+}
+#endif
+
+/*
+ * The alignment that keeps a buffer a device reads or writes by DMA in
+ * cache lines of its own.  ARCH_DMA_MINALIGN is defined for every
+ * architecture from 6.5; before, an architecture that needs it defines it,
+ * and kmalloc's alignment is the bound elsewhere.
+ */
+#ifdef ARCH_DMA_MINALIGN
+#define LBS_DMA_ALIGN	((unsigned int)ARCH_DMA_MINALIGN)
+#else
+#define LBS_DMA_ALIGN	((unsigned int)ARCH_KMALLOC_MINALIGN)
+#endif
+
+/* The metadata bytes the device keeps per integrity interval. */
+static inline unsigned int lbs_integrity_tuple_size(const struct blk_integrity *bi)
+{
+#ifdef LBS_HAVE_INTEGRITY_METADATA_SIZE
+	return bi->metadata_size;
+#else
+	return bi->tuple_size;
+#endif
+}
+
+/*
+ * Reserve integrity payloads for the clones of bs.  Where the block layer
+ * has no per-bio_set reserve (7.2), bio_integrity_alloc() takes them from
+ * kmalloc, and there is nothing to set up.
+ */
+static inline int lbs_bioset_integrity_create(struct bio_set *bs,
+					      int pool_size)
+{
+#ifdef LBS_HAVE_BIOSET_INTEGRITY
+	return bioset_integrity_create(bs, pool_size);
+#else
+	return 0;
+#endif
+}
+
+/*
+ * An AES key for the AES library's single-block encryption (elephant's
+ * sector keys): encryption only where the library has such a key (7.2), the
+ * expanded key of both directions before.
+ */
+struct lbs_aes_key {
+#ifdef LBS_HAVE_AES_ENCKEY
+	struct aes_enckey key;
+#else
+	struct crypto_aes_ctx key;
+#endif
+};
+
+static inline struct lbs_aes_key *lbs_aes_key_alloc(void)
+{
+	return kzalloc(sizeof(struct lbs_aes_key), GFP_KERNEL);
+}
+
+static inline int lbs_aes_setkey(struct lbs_aes_key *k, const u8 *key,
+				 unsigned int len)
+{
+#ifdef LBS_HAVE_AES_ENCKEY
+	return aes_prepareenckey(&k->key, key, len);
+#else
+	return aes_expandkey(&k->key, key, len);
+#endif
+}
+
+static inline void lbs_aes_encrypt(const struct lbs_aes_key *k, u8 *out,
+				   const u8 *in)
+{
+	aes_encrypt(&k->key, out, in);
+}
+
+/*
+ * lmk's MD5: the four chaining words after whole 64-byte blocks, taken as
+ * they stand (no padding, no length).  lbs_md5_words() hashes the parts in
+ * turn; their lengths must add up to whole blocks.
+ *
+ * Where the kernel has the MD5 library (7.2; 6.1 and 6.12 do not), its
+ * context holds the words after each update and no transform is used:
+ * LBS_MD5_SHASH is NULL, and the "md5" shash need not exist (the in-tree
+ * dm-crypt selects only the library, so on 7.2 the shash is often not built).
+ *
+ * Elsewhere the words come from the "md5" shash: crypto_shash_export()
+ * writes its whole state, whose first MD5_HASH_WORDS words they are, and
+ * how large that state is depends on the kernel (struct md5_state, 88
+ * bytes, on 6.1 and 6.12; the library context and a partial-block count, 89
+ * bytes, on 7.2).  It is exported to a buffer of LBS_MD5_STATE_MAX bytes;
+ * lbs_md5_check(), in the constructor, refuses a transform whose statesize
+ * is larger or whose exported state does not start with MD5's initial words.
+ */
+struct lbs_md5_part {
+	const void *data;
+	unsigned int len;
+};
+
+#if defined(LBS_HAVE_MD5_LIB) && IS_ENABLED(CONFIG_CRYPTO_LIB_MD5)
+#define LBS_MD5_SHASH	NULL
+
+static inline const char *lbs_md5_check(struct crypto_shash *tfm)
+{
+	return NULL;
+}
+
+static inline int lbs_md5_words(struct crypto_shash *tfm,
+				const struct lbs_md5_part *parts,
+				unsigned int n, u32 words[MD5_HASH_WORDS])
+{
+	struct md5_ctx ctx;
+	unsigned int i;
+
+	md5_init(&ctx);
+	for (i = 0; i < n; i++)
+		md5_update(&ctx, parts[i].data, parts[i].len);
+	memcpy(words, ctx.state.h, MD5_DIGEST_SIZE);
+	memzero_explicit(&ctx, sizeof(ctx));
+	return 0;
+}
+#else
+#define LBS_MD5_SHASH		"md5"
+#define LBS_MD5_STATE_MAX	128
+
+static inline int lbs_md5_words(struct crypto_shash *tfm,
+				const struct lbs_md5_part *parts,
+				unsigned int n, u32 words[MD5_HASH_WORDS])
+{
+	SHASH_DESC_ON_STACK(desc, tfm);
+	u64 state[LBS_MD5_STATE_MAX / sizeof(u64)];
+	unsigned int i;
+	int r;
+
+	if (WARN_ON_ONCE(crypto_shash_statesize(tfm) > sizeof(state)))
+		return -EINVAL;
+	desc->tfm = tfm;
+	r = crypto_shash_init(desc);
+	for (i = 0; i < n && !r; i++)
+		r = crypto_shash_update(desc, parts[i].data, parts[i].len);
+	if (!r)
+		r = crypto_shash_export(desc, state);
+	if (!r)
+		memcpy(words, state, MD5_DIGEST_SIZE);
+	shash_desc_zero(desc);
+	memzero_explicit(state, sizeof(state));
+	return r;
+}
+
+static inline const char *lbs_md5_check(struct crypto_shash *tfm)
+{
+	static const u32 initial[MD5_HASH_WORDS] = {
+		MD5_H0, MD5_H1, MD5_H2, MD5_H3
+	};
+	u32 words[MD5_HASH_WORDS];
+
+	if (crypto_shash_statesize(tfm) > LBS_MD5_STATE_MAX)
+		return "md5's exported state is larger than the "
+		       __stringify(LBS_MD5_STATE_MAX) " bytes lmk reserves";
+	if (crypto_shash_statesize(tfm) < MD5_DIGEST_SIZE ||
+	    lbs_md5_words(tfm, NULL, 0, words) ||
+	    memcmp(words, initial, sizeof(words)))
+		return "md5's exported state does not start with the chaining words";
+	return NULL;
 }
 #endif
 

@@ -135,7 +135,7 @@ struct lbs_config {
 	unsigned int key_parts;	/* the key's parts: cipher keys + the IV's */
 	struct crypto_shash *iv_hash;	/* lmk: md5; tcw: crc32 */
 	u8 *iv_seed;		/* lmk: seed block; tcw: IV seed, whitening */
-	struct crypto_aes_ctx *iv_aes;	/* elephant: the sector-key key */
+	struct lbs_aes_key *iv_aes;	/* elephant: the sector-key key */
 
 	/* integrity (integrity.c) */
 	unsigned int tag_size;	/* integrity:<bytes>: tag and stored IV */
@@ -166,16 +166,23 @@ struct lbs_config {
 	bool bounce_limited;	/* page_pool filled: the global bound applies */
 	struct bio_set bs;
 	struct mutex bounce_lock;	/* serialises reserve-draining writers */
+	int wq_id;		/* in the workqueues' names; 0: none taken */
 	struct workqueue_struct *io_wq;
 	struct workqueue_struct *crypt_wq;
 	spinlock_t write_lock;		/* protects write_tree */
 	struct rb_root write_tree;	/* encrypted writes, by sector */
 	struct task_struct *write_thread;
 
-	struct mutex key_lock;	/* key messages against suspend and resume */
+	struct mutex key_lock;	/* key changes against suspend and resume */
 	char *key_string;	/* "<type>:<description>" of a keyring key */
 	unsigned int key_size;
 	u8 key[];
+};
+
+/* A key read from a table or message, before the transforms take it. */
+struct lbs_key {
+	u8 *bytes;	/* cc->key_size bytes */
+	char *string;	/* a keyring key's "<type>:<description>", or NULL */
 };
 
 /* Per-bio state, in the bio's dm per-bio data. */
@@ -216,8 +223,8 @@ struct lbs_req {
 	u64 iv_sector;
 	bool notified;		/* the backlog's -EINPROGRESS came */
 	u8 *tag;		/* the sector's tuple in io->tags, or NULL */
-	__le64 ad_sector;	/* AEAD: the sector number in the associated data */
 	struct scatterlist sg_aead[4];	/* AEAD: sector, IV, data, tag */
+	struct scatterlist sg_aead_in[3];	/* AEAD write: sector, IV, data */
 };
 
 static inline struct lbs_req *lbs_req_of(struct lbs_config *cc, void *req)
@@ -237,6 +244,26 @@ static inline u8 *lbs_req_iv(struct lbs_config *cc, struct lbs_req *lr)
 static inline u8 *lbs_req_org_iv(struct lbs_config *cc, struct lbs_req *lr)
 {
 	return lbs_req_iv(cc, lr) + cc->iv_size;
+}
+
+/* AEAD: the sector number of the associated data, after the two IVs. */
+static inline __le64 *lbs_req_ad(struct lbs_config *cc, struct lbs_req *lr)
+{
+	return (__le64 *)(lbs_req_iv(cc, lr) +
+			  ALIGN(2 * cc->iv_size, sizeof(__le64)));
+}
+
+/*
+ * The bytes at lbs_req_iv() a crypto driver may read or write by DMA: the
+ * IV, and with AEAD the original IV and the associated data.  They get
+ * cache lines of their own (io.c), apart from the fields of lbs_req the
+ * CPU writes while a request is in flight.
+ */
+static inline unsigned int lbs_req_dma_size(struct lbs_config *cc)
+{
+	if (!cc->aead)
+		return cc->iv_size;
+	return ALIGN(2 * cc->iv_size, sizeof(__le64)) + sizeof(__le64);
 }
 
 static inline struct skcipher_request *lbs_req_scratch(struct lbs_config *cc,
@@ -289,7 +316,7 @@ static inline void lbs_unmap_sector(u8 *data, struct scatterlist *sg)
 	kunmap_local(data - sg->offset);
 }
 
-/* target.c */
+/* reject.c */
 int lbs_reject(struct dm_target *ti, char *error, const char *fmt, ...)
 	__printf(3, 4);
 
@@ -300,6 +327,8 @@ int lbs_parse_options(struct dm_target *ti, struct lbs_config *cc,
 int lbs_parse_cipher(struct dm_target *ti, struct lbs_config *cc,
 		     const char *cipher_in, char *key);
 int lbs_key_size(const char *key);
+int lbs_read_key(struct lbs_config *cc, char *arg, struct lbs_key *new);
+int lbs_apply_key(struct lbs_config *cc, struct lbs_key *new);
 int lbs_set_key(struct lbs_config *cc, char *key);
 int lbs_wipe_key(struct lbs_config *cc);
 void lbs_free_cipher(struct lbs_config *cc);

@@ -79,9 +79,9 @@ static void lbs_elephant_sector_key(struct lbs_config *cc,
 	u8 e[AES_BLOCK_SIZE] = { 0 };
 
 	put_unaligned_le64(lr->iv_sector * cc->sector_size, e);
-	aes_encrypt(cc->iv_aes, key, e);
+	lbs_aes_encrypt(cc->iv_aes, key, e);
 	e[AES_BLOCK_SIZE - 1] = 0x80;
-	aes_encrypt(cc->iv_aes, key + AES_BLOCK_SIZE, e);
+	lbs_aes_encrypt(cc->iv_aes, key + AES_BLOCK_SIZE, e);
 	memzero_explicit(e, sizeof(e));
 }
 
@@ -128,7 +128,7 @@ int lbs_elephant_ctr(struct lbs_config *cc, struct dm_target *ti,
 	r = lbs_iv_eboiv_ctr(cc, ti, opts);
 	if (r)
 		return r;
-	cc->iv_aes = kzalloc(sizeof(*cc->iv_aes), GFP_KERNEL);
+	cc->iv_aes = lbs_aes_key_alloc();
 	if (!cc->iv_aes) {
 		ti->error = "Cannot allocate the elephant sector-key key";
 		return -ENOMEM;
@@ -141,8 +141,8 @@ int lbs_elephant_ctr(struct lbs_config *cc, struct dm_target *ti,
 /* Ks is the second half of the key. */
 int lbs_elephant_init(struct lbs_config *cc)
 {
-	return aes_expandkey(cc->iv_aes, cc->key + cc->key_size -
-			     cc->key_extra_size, cc->key_extra_size);
+	return lbs_aes_setkey(cc->iv_aes, cc->key + cc->key_size -
+			      cc->key_extra_size, cc->key_extra_size);
 }
 
 int lbs_elephant_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)

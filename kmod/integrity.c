@@ -219,15 +219,15 @@ int lbs_integrity_ctr(struct dm_target *ti, struct lbs_config *cc)
 		return lbs_reject(ti, "Integrity profile not supported",
 				  "device %s has no opaque integrity metadata (a dm-integrity device without its own hash has); %s needs it",
 				  dev, cc->aead ? "an AEAD cipher" : "IV mode random");
-	if (bi->tuple_size < cc->tag_size)
+	if (lbs_integrity_tuple_size(bi) < cc->tag_size)
 		return lbs_reject(ti, "Integrity profile tag size mismatch",
 				  "device %s keeps %u metadata bytes per sector; integrity:%u needs more",
-				  dev, bi->tuple_size, cc->tag_size);
+				  dev, lbs_integrity_tuple_size(bi), cc->tag_size);
 	if ((1U << bi->interval_exp) != cc->sector_size)
 		return lbs_reject(ti, "Integrity profile sector size mismatch",
 				  "device %s keeps metadata per %u bytes; sector_size is %u",
 				  dev, 1U << bi->interval_exp, cc->sector_size);
-	cc->tuple_size = bi->tuple_size;
+	cc->tuple_size = lbs_integrity_tuple_size(bi);
 
 	if (cc->aead) {
 		if (cc->tag_size <= cc->stored_iv_size)
@@ -353,19 +353,12 @@ int lbs_aead_crypt(struct lbs_io *io, struct aead_request *req,
 		   struct lbs_req *lr, bool write, u32 flags)
 {
 	struct lbs_config *cc = io->cc;
-	struct scatterlist *sg = lr->sg_aead;
+	struct scatterlist *sg = lr->sg_aead, *src = sg;
 	unsigned int ss = cc->sector_size;
 	u8 *iv = lbs_req_iv(cc, lr), *org_iv = lbs_req_org_iv(cc, lr);
+	__le64 *ad = lbs_req_ad(cc, lr);
 	int r;
 
-	if (write) {
-		u8 *src = lbs_map_sector(&lr->sg_in);
-		u8 *dst = lbs_map_sector(&lr->sg_out);
-
-		memcpy(dst, src, ss);
-		lbs_unmap_sector(dst, &lr->sg_out);
-		lbs_unmap_sector(src, &lr->sg_in);
-	}
 	if (cc->iv_ops) {
 		r = lbs_make_iv(cc, lr, org_iv, write);
 		if (r)
@@ -374,20 +367,30 @@ int lbs_aead_crypt(struct lbs_io *io, struct aead_request *req,
 		memset(org_iv, 0, cc->iv_size);
 	}
 	/* the mapping-relative sector, without iv_offset, as dm-crypt */
-	lr->ad_sector = cpu_to_le64(io->sector);
+	*ad = cpu_to_le64(io->sector);
 	/* the cipher may change its IV; the associated data keeps the original */
 	memcpy(iv, org_iv, cc->iv_size);
 
+	/* out: sector, IV, the data (in place on a read), the tag */
 	sg_init_table(sg, 4);
-	sg_set_buf(&sg[0], &lr->ad_sector, sizeof(lr->ad_sector));
+	sg_set_buf(&sg[0], ad, sizeof(*ad));
 	sg_set_buf(&sg[1], org_iv, cc->iv_size);
 	sg_set_page(&sg[2], sg_page(&lr->sg_out), ss, lr->sg_out.offset);
 	sg_set_buf(&sg[3], lr->tag, cc->auth_size);
+	if (write) {
+		/* encrypted out of place: the bio's data to the bounce page */
+		src = lr->sg_aead_in;
+		sg_init_table(src, 3);
+		sg_set_buf(&src[0], ad, sizeof(*ad));
+		sg_set_buf(&src[1], org_iv, cc->iv_size);
+		sg_set_page(&src[2], sg_page(&lr->sg_in), ss,
+			    lr->sg_in.offset);
+	}
 
 	aead_request_set_tfm(req, cc->aead);
 	aead_request_set_callback(req, flags, lbs_crypt_done, lr);
-	aead_request_set_ad(req, sizeof(lr->ad_sector) + cc->iv_size);
-	aead_request_set_crypt(req, sg, sg, write ? ss : ss + cc->auth_size,
+	aead_request_set_ad(req, sizeof(*ad) + cc->iv_size);
+	aead_request_set_crypt(req, src, sg, write ? ss : ss + cc->auth_size,
 			       iv);
 	return write ? crypto_aead_encrypt(req) : crypto_aead_decrypt(req);
 }

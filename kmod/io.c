@@ -48,14 +48,49 @@
  */
 
 #include <linux/blkdev.h>
+#include <linux/idr.h>
 #include <linux/kernel.h>
 #include <linux/mm.h>
+#include <linux/module.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 
 #include "dm-crypt-lbs.h"
 
 #define LBS_BOUNCE_SECTORS	(LBS_BOUNCE_PAGES << (PAGE_SHIFT - SECTOR_SHIFT))
+
+/*
+ * dm-crypt's request caps, with its names, default and meaning: a read or
+ * write larger than the cap is split; a value may lower the cap, never
+ * raise it (0: the default).  A cap below one encryption sector (or the
+ * backing device's block) is one of those, so every size still works.
+ * They bound the work of one conversion: with no_read_workqueue a read is
+ * decrypted where its clone completed, without a reschedule point.
+ */
+#define LBS_MAX_REQUEST_DEFAULT	(128U * 1024)
+
+/* Numbers that keep the workqueues' sysfs names unique */
+static DEFINE_IDA(lbs_wq_ida);
+
+static unsigned int lbs_max_read_size;
+module_param_named(max_read_size, lbs_max_read_size, uint, 0644);
+MODULE_PARM_DESC(max_read_size, "largest read handled whole, in bytes (0: 131072, the most)");
+static unsigned int lbs_max_write_size;
+module_param_named(max_write_size, lbs_max_write_size, uint, 0644);
+MODULE_PARM_DESC(max_write_size, "largest write handled whole, in bytes (0: 131072, the most)");
+
+static unsigned int lbs_max_request_sectors(struct lbs_config *cc,
+					    struct bio *bio)
+{
+	unsigned int cap = bio_data_dir(bio) == WRITE ?
+			   READ_ONCE(lbs_max_write_size) :
+			   READ_ONCE(lbs_max_read_size);
+	unsigned int unit = max(bdev_logical_block_size(cc->dev->bdev),
+				cc->sector_size);
+
+	cap = round_down(min_not_zero(cap, LBS_MAX_REQUEST_DEFAULT), unit);
+	return max(cap, unit) >> SECTOR_SHIFT;
+}
 
 /* Where a conversion, or the last reference to it, is dropped. */
 enum lbs_ctx {
@@ -107,7 +142,7 @@ static void lbs_write_submit(struct lbs_io *io, enum lbs_ctx ctx)
 	if (ctx == LBS_CTX_TASK &&
 	    (test_bit(LBS_OPT_NO_WRITE_WORKQUEUE, &cc->opts) ||
 	     test_bit(LBS_OPT_SUBMIT_FROM_CRYPT_CPUS, &cc->opts)))
-		submit_bio_noacct(io->clone);
+		dm_submit_bio_remap(io->base, io->clone);
 	else
 		lbs_queue_write(io);
 }
@@ -166,7 +201,7 @@ static void lbs_crypt_error(struct lbs_io *io, struct lbs_req *lr, int err)
 		if (io->rechecking)
 			DMERR_LIMIT("%pg: integrity tag mismatch at sector %llu: read fails",
 				    io->cc->dev->bdev,
-				    (unsigned long long)le64_to_cpu(lr->ad_sector));
+				    (unsigned long long)le64_to_cpu(*lbs_req_ad(io->cc, lr)));
 		WRITE_ONCE(io->tag_failed, true);
 		lbs_fail(io, BLK_STS_PROTECTION);
 		return;
@@ -436,13 +471,14 @@ static void lbs_recheck_work(struct work_struct *work)
 	if (lbs_integrity_attach(io, clone, GFP_NOIO)) {
 		DMERR_LIMIT("cannot attach the integrity metadata to a read");
 		lbs_free_bounce(cc, clone);
-		lbs_fail(io, BLK_STS_PROTECTION);
+		/* as dm-crypt: a read that cannot be set up is a resource error */
+		lbs_fail(io, BLK_STS_RESOURCE);
 		lbs_end_base(io);
 		return;
 	}
 	io->clone = clone;
 	io->recheck_iter = clone->bi_iter;
-	submit_bio_noacct(clone);
+	dm_submit_bio_remap(io->base, clone);
 }
 
 static void lbs_read_endio(struct bio *clone)
@@ -490,7 +526,7 @@ static bool lbs_read_submit(struct lbs_io *io, gfp_t gfp)
 	}
 	clone->bi_private = io;
 	clone->bi_end_io = lbs_read_endio;
-	submit_bio_noacct(clone);
+	dm_submit_bio_remap(io->base, clone);
 	return true;
 }
 
@@ -501,7 +537,7 @@ static void lbs_read_submit_work(struct work_struct *work)
 	/* waits for memory; what fails now is no shortage of it */
 	if (!lbs_read_submit(io, GFP_NOIO)) {
 		DMERR_LIMIT("cannot attach the integrity metadata to a read");
-		lbs_fail(io, BLK_STS_IOERR);
+		lbs_fail(io, BLK_STS_RESOURCE);
 		lbs_end_base(io);
 	}
 }
@@ -509,6 +545,7 @@ static void lbs_read_submit_work(struct work_struct *work)
 int lbs_map(struct dm_target *ti, struct bio *bio)
 {
 	struct lbs_config *cc = ti->private;
+	unsigned int max_sectors;
 	struct lbs_io *io;
 	sector_t offset;
 
@@ -532,13 +569,15 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	}
 
 	/*
-	 * A write larger than the bounce reserve is split, and so is a read
-	 * with integrity metadata (it may be read again into bounce pages);
-	 * dm resubmits the rest.
+	 * A bio above the request cap is split; dm resubmits the rest.  The
+	 * cap is below the bounce reserve: a write, or a read that may be
+	 * read again into bounce pages (integrity), fits one bounce bio.
 	 */
-	if ((bio_data_dir(bio) == WRITE || cc->tuple_size) &&
-	    bio_sectors(bio) > LBS_BOUNCE_SECTORS)
-		dm_accept_partial_bio(bio, LBS_BOUNCE_SECTORS);
+	BUILD_BUG_ON(LBS_MAX_REQUEST_DEFAULT >
+		     LBS_BOUNCE_SECTORS << SECTOR_SHIFT);
+	max_sectors = lbs_max_request_sectors(cc, bio);
+	if (bio_sectors(bio) > max_sectors)
+		dm_accept_partial_bio(bio, max_sectors);
 
 	offset = dm_target_offset(ti, bio->bi_iter.bi_sector);
 	if (unlikely((offset & ((cc->sector_size >> SECTOR_SHIFT) - 1)) ||
@@ -581,9 +620,13 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 
 /*
  * Layout of one crypto request, in req_pool and after struct lbs_io:
- *   skcipher_request + driver context | lbs_req | IV (aligned) | scratch
+ *   skcipher_request + driver context | lbs_req | IV | scratch
  * or, with an AEAD cipher:
- *   aead_request + driver context | lbs_req | IV (aligned) | original IV
+ *   aead_request + driver context | lbs_req | IV, original IV, sector
+ * The IV part (lbs_req_dma_size()) starts and ends on a boundary of
+ * LBS_DMA_ALIGN, wherever the element lies: a driver that maps it for DMA
+ * on a machine without coherent caches shares no cache line with lbs_req,
+ * which the CPU writes while the request is in flight.
  */
 static void lbs_req_layout(struct lbs_config *cc)
 {
@@ -599,7 +642,8 @@ static void lbs_req_layout(struct lbs_config *cc)
 	cc->req_lr_off = off;
 	off += sizeof(struct lbs_req);
 	cc->req_iv_off = off;
-	off += cc->iv_align - 1 + cc->iv_size * (cc->aead ? 2 : 1);
+	cc->iv_align = max_t(unsigned int, cc->iv_align, LBS_DMA_ALIGN);
+	off += cc->iv_align - 1 + ALIGN(lbs_req_dma_size(cc), LBS_DMA_ALIGN);
 	off = ALIGN(off, CRYPTO_MINALIGN);
 	cc->req_scratch_off = off;
 	off += lbs_iv_scratch_size(cc);
@@ -615,7 +659,8 @@ static void lbs_req_layout(struct lbs_config *cc)
 int lbs_io_init(struct dm_target *ti, struct lbs_config *cc)
 {
 	const char *dev = dm_table_device_name(ti->table);
-	unsigned int flags = WQ_MEM_RECLAIM;
+	/* WQ_SYSFS: cpumask and nice of the workers tunable, as dm-crypt's */
+	unsigned int flags = WQ_MEM_RECLAIM | WQ_SYSFS;
 	int r;
 
 	lbs_req_layout(cc);
@@ -630,21 +675,32 @@ int lbs_io_init(struct dm_target *ti, struct lbs_config *cc)
 		goto nomem;
 	/* the clones' integrity payloads, reserved like the clones */
 	if (cc->tuple_size) {
-		r = bioset_integrity_create(&cc->bs, LBS_MIN_IOS);
+		r = lbs_bioset_integrity_create(&cc->bs, LBS_MIN_IOS);
 		if (r)
 			goto nomem;
 	}
 
 	if (test_bit(LBS_OPT_HIGH_PRIORITY, &cc->opts))
 		flags |= WQ_HIGHPRI;
-	cc->io_wq = alloc_workqueue("kcryptd_lbs_io/%s", flags, 1, dev);
+	/*
+	 * WQ_SYSFS names are sysfs directories: no '/', and unique while both
+	 * tables of a reload live, hence the number.
+	 */
+	r = ida_alloc_min(&lbs_wq_ida, 1, GFP_KERNEL);
+	if (r < 0)
+		goto nomem;
+	cc->wq_id = r;
+	cc->io_wq = alloc_workqueue("kcryptd_lbs_io-%s-%d", flags, 1, dev,
+				    cc->wq_id);
 	if (test_bit(LBS_OPT_SAME_CPU_CRYPT, &cc->opts))
-		cc->crypt_wq = alloc_workqueue("kcryptd_lbs/%s",
-					       flags | WQ_CPU_INTENSIVE, 1, dev);
+		cc->crypt_wq = alloc_workqueue("kcryptd_lbs-%s-%d",
+					       flags | WQ_CPU_INTENSIVE, 1, dev,
+					       cc->wq_id);
 	else
-		cc->crypt_wq = alloc_workqueue("kcryptd_lbs/%s",
+		cc->crypt_wq = alloc_workqueue("kcryptd_lbs-%s-%d",
 					       flags | WQ_UNBOUND,
-					       num_online_cpus(), dev);
+					       num_online_cpus(), dev,
+					       cc->wq_id);
 	if (!cc->io_wq || !cc->crypt_wq) {
 		r = -ENOMEM;
 		goto nomem;
@@ -666,6 +722,8 @@ void lbs_io_exit(struct lbs_config *cc)
 		destroy_workqueue(cc->crypt_wq);
 	if (cc->io_wq)
 		destroy_workqueue(cc->io_wq);
+	if (cc->wq_id)
+		ida_free(&lbs_wq_ida, cc->wq_id);
 	bioset_exit(&cc->bs);
 	lbs_bounce_exit(cc);
 	mempool_exit(&cc->req_pool);

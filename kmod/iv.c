@@ -35,6 +35,7 @@
  * after the cipher keys.
  */
 
+#include <linux/crc32.h>
 #include <linux/highmem.h>
 #include <linux/kernel.h>
 #include <linux/log2.h>
@@ -166,23 +167,41 @@ static bool lbs_lr_write(struct lbs_req *lr)
 	return bio_data_dir(lr->io->base) == WRITE;
 }
 
-/* A 512-byte-sector mode with a keyed hash: the common part of its ctr. */
+/* The shash a 512-byte-sector mode hashes with, as cc->iv_hash. */
+static int lbs_iv_hash_alloc(struct lbs_config *cc, struct dm_target *ti,
+			     const char *mode, const char *hash)
+{
+	int r;
+
+	cc->iv_hash = crypto_alloc_shash(hash, 0, CRYPTO_ALG_ALLOCATES_MEMORY);
+	if (!IS_ERR(cc->iv_hash))
+		return 0;
+	r = PTR_ERR(cc->iv_hash);
+	cc->iv_hash = NULL;
+	DMERR("IV mode %s: this kernel has no %s (%d)", mode, hash, r);
+	ti->error = "IV mode's hash not available in this kernel";
+	return r == -ENOENT ? -EINVAL : r;
+}
+
+/*
+ * A 512-byte-sector mode with a keyed hash: the common part of its ctr.
+ * hash names the shash to allocate; NULL for none (tcw's CRC32 and lmk on
+ * the MD5 library are plain library calls).
+ */
 static int lbs_iv_hash_ctr(struct lbs_config *cc, struct dm_target *ti,
 			   const char *mode, const char *hash,
 			   unsigned int seed_size)
 {
+	int r;
+
 	if (cc->sector_size != LBS_MIN_SECTOR_SIZE)
 		return lbs_reject(ti, "IV mode lmk/tcw takes 512-byte sectors only",
 				  "IV mode %s: sector_size %u; its format defines 512-byte sectors only",
 				  mode, cc->sector_size);
-	cc->iv_hash = crypto_alloc_shash(hash, 0, CRYPTO_ALG_ALLOCATES_MEMORY);
-	if (IS_ERR(cc->iv_hash)) {
-		int r = PTR_ERR(cc->iv_hash);
-
-		cc->iv_hash = NULL;
-		DMERR("IV mode %s: this kernel has no %s (%d)", mode, hash, r);
-		ti->error = "IV mode's hash not available in this kernel";
-		return r == -ENOENT ? -EINVAL : r;
+	if (hash) {
+		r = lbs_iv_hash_alloc(cc, ti, mode, hash);
+		if (r)
+			return r;
 	}
 	cc->iv_seed = kzalloc(seed_size, GFP_KERNEL);
 	if (!cc->iv_seed) {
@@ -195,6 +214,7 @@ static int lbs_iv_hash_ctr(struct lbs_config *cc, struct dm_target *ti,
 static int lbs_iv_lmk_ctr(struct lbs_config *cc, struct dm_target *ti,
 			  const char *opts)
 {
+	const char *why;
 	int r;
 
 	/*
@@ -207,9 +227,13 @@ static int lbs_iv_lmk_ctr(struct lbs_config *cc, struct dm_target *ti,
 		return lbs_reject(ti, "lmk: loop-AES is defined over CBC only",
 				  "lmk: cipher %s; loop-AES is defined over CBC, and data written with another mode cannot be read back",
 				  crypto_tfm_alg_name(crypto_skcipher_tfm(cc->tfms[0])));
-	r = lbs_iv_hash_ctr(cc, ti, "lmk", "md5", LBS_LMK_SEED_SIZE);
+	r = lbs_iv_hash_ctr(cc, ti, "lmk", LBS_MD5_SHASH, LBS_LMK_SEED_SIZE);
 	if (r)
 		return r;
+	why = lbs_md5_check(cc->iv_hash);
+	if (why)
+		return lbs_reject(ti, "lmk: this kernel's md5 state cannot be read",
+				  "lmk: %s", why);
 	if (cc->iv_size > MD5_DIGEST_SIZE)
 		return lbs_reject(ti, "lmk: the cipher's IV is longer than MD5's state",
 				  "lmk: IV of %u bytes, MD5 gives %u",
@@ -237,38 +261,35 @@ static int lbs_iv_lmk_init(struct lbs_config *cc)
 static int lbs_iv_lmk_one(struct lbs_config *cc, u8 *iv, struct lbs_req *lr,
 			  const u8 *data)
 {
-	SHASH_DESC_ON_STACK(desc, cc->iv_hash);
-	struct md5_state md5;
 	__le32 block[4];
+	const struct lbs_md5_part parts[] = {
+		{ cc->iv_seed, LBS_LMK_SEED_SIZE },
+		{ data + 16, LBS_MIN_SECTOR_SIZE - 16 },
+		{ block, sizeof(block) },
+	};
+	/* without a seed part the key has none: MD5 starts on the data */
+	unsigned int first = cc->key_extra_size ? 0 : 1;
+	u32 words[MD5_HASH_WORDS];
 	u8 state[MD5_DIGEST_SIZE];
 	int i, r;
 
-	desc->tfm = cc->iv_hash;
-	r = crypto_shash_init(desc);
-	if (!r && cc->key_extra_size)
-		r = crypto_shash_update(desc, cc->iv_seed, LBS_LMK_SEED_SIZE);
-	if (!r)
-		r = crypto_shash_update(desc, data + 16, LBS_MIN_SECTOR_SIZE - 16);
 	/* the sector number, cut to 56 bits, with loop-AES's constants */
 	block[0] = cpu_to_le32(lower_32_bits(lr->iv_sector));
 	block[1] = cpu_to_le32((upper_32_bits(lr->iv_sector) & 0x00ffffff) |
 			       0x80000000);
 	block[2] = cpu_to_le32(4024);
 	block[3] = 0;
-	if (!r)
-		r = crypto_shash_update(desc, (u8 *)block, sizeof(block));
 	/* the state as it stands: no MD5 padding, no length */
-	if (!r)
-		r = crypto_shash_export(desc, &md5);
-	shash_desc_zero(desc);
+	r = lbs_md5_words(cc->iv_hash, parts + first, ARRAY_SIZE(parts) - first,
+			  words);
 	if (r)
 		return r;
 	/* the IV is the state's first iv_size bytes (8 for 64-bit ciphers) */
 	for (i = 0; i < MD5_HASH_WORDS; i++)
-		put_unaligned_le32(md5.hash[i], state + 4 * i);
+		put_unaligned_le32(words[i], state + 4 * i);
 	memcpy(iv, state, cc->iv_size);
 	memzero_explicit(state, sizeof(state));
-	memzero_explicit(&md5, sizeof(md5));
+	memzero_explicit(words, sizeof(words));
 	return 0;
 }
 
@@ -306,7 +327,7 @@ static int lbs_iv_tcw_ctr(struct lbs_config *cc, struct dm_target *ti,
 {
 	int r;
 
-	r = lbs_iv_hash_ctr(cc, ti, "tcw", "crc32",
+	r = lbs_iv_hash_ctr(cc, ti, "tcw", NULL,
 			    cc->iv_size + LBS_TCW_WHITENING);
 	if (r)
 		return r;
@@ -336,26 +357,24 @@ static int lbs_iv_tcw_init(struct lbs_config *cc)
 static int lbs_iv_tcw_whiten(struct lbs_config *cc, struct lbs_req *lr,
 			     u8 *data)
 {
-	SHASH_DESC_ON_STACK(desc, cc->iv_hash);
 	u8 w[LBS_TCW_WHITENING], sector[8];
-	int i, r = 0;
+	int i;
 
 	put_unaligned_le64(lr->iv_sector, sector);
 	crypto_xor_cpy(w, cc->iv_seed + cc->iv_size, sector, 8);
 	crypto_xor_cpy(w + 8, cc->iv_seed + cc->iv_size + 8, sector, 8);
-	/* each 32-bit word replaced by its CRC32, then folded to 8 bytes */
-	desc->tfm = cc->iv_hash;
-	for (i = 0; i < 4 && !r; i++)
-		r = crypto_shash_digest(desc, w + 4 * i, 4, w + 4 * i);
-	shash_desc_zero(desc);
-	if (!r) {
-		crypto_xor(w, w + 12, 4);
-		crypto_xor(w + 4, w + 8, 4);
-		for (i = 0; i < LBS_MIN_SECTOR_SIZE; i += 8)
-			crypto_xor(data + i, w, 8);
-	}
+	/*
+	 * each 32-bit word replaced by its CRC32 (seed 0, no final inversion,
+	 * stored little-endian), then folded to 8 bytes
+	 */
+	for (i = 0; i < 4; i++)
+		put_unaligned_le32(crc32_le(0, w + 4 * i, 4), w + 4 * i);
+	crypto_xor(w, w + 12, 4);
+	crypto_xor(w + 4, w + 8, 4);
+	for (i = 0; i < LBS_MIN_SECTOR_SIZE; i += 8)
+		crypto_xor(data + i, w, 8);
 	memzero_explicit(w, sizeof(w));
-	return r;
+	return 0;
 }
 
 static int lbs_iv_tcw_gen(struct lbs_config *cc, u8 *iv, struct lbs_req *lr)

@@ -81,7 +81,10 @@ static int lbs_parse_sector_size(struct dm_target *ti, struct lbs_config *cc,
 	return 0;
 }
 
-/* One optional parameter: a flag, "<name>:<value>", or an error. */
+/*
+ * One optional parameter: a flag, "<name>:<value>", or an error.  As
+ * dm-crypt matches them: a flag in any case, a valued option's name exactly.
+ */
 static int lbs_parse_option(struct dm_target *ti, struct lbs_config *cc,
 			    const char *opt)
 {
@@ -96,7 +99,7 @@ static int lbs_parse_option(struct dm_target *ti, struct lbs_config *cc,
 			set_bit(i, &cc->opts);
 			return 0;
 		}
-		if (strncasecmp(opt, lbs_opt_names[i], len) || opt[len] != ':')
+		if (strncmp(opt, lbs_opt_names[i], len) || opt[len] != ':')
 			continue;
 		switch (i) {
 		case LBS_OPT_SECTOR_SIZE:
@@ -430,54 +433,57 @@ int lbs_key_size(const char *key)
 }
 
 #if LBS_HAVE_KEYRING
-static int lbs_copy_user_key(struct lbs_config *cc, struct key *key)
+static int lbs_copy_user_key(struct key *key, u8 *out, unsigned int size)
 {
 	const struct user_key_payload *ukp = user_key_payload_locked(key);
 
 	if (!ukp)
 		return -EKEYREVOKED;
-	if (ukp->datalen != cc->key_size)
+	if (ukp->datalen != size)
 		return -EINVAL;
-	memcpy(cc->key, ukp->data, cc->key_size);
+	memcpy(out, ukp->data, size);
 	return 0;
 }
 
 #if LBS_HAVE_ENCRYPTED_KEYS
-static int lbs_copy_encrypted_key(struct lbs_config *cc, struct key *key)
+static int lbs_copy_encrypted_key(struct key *key, u8 *out, unsigned int size)
 {
 	const struct encrypted_key_payload *ekp = key->payload.data[0];
 
 	if (!ekp)
 		return -EKEYREVOKED;
-	if (ekp->decrypted_datalen != cc->key_size)
+	if (ekp->decrypted_datalen != size)
 		return -EINVAL;
-	memcpy(cc->key, ekp->decrypted_data, cc->key_size);
+	memcpy(out, ekp->decrypted_data, size);
 	return 0;
 }
 #endif
 
 #if LBS_HAVE_TRUSTED_KEYS
-static int lbs_copy_trusted_key(struct lbs_config *cc, struct key *key)
+static int lbs_copy_trusted_key(struct key *key, u8 *out, unsigned int size)
 {
 	const struct trusted_key_payload *tkp = key->payload.data[0];
 
 	if (!tkp)
 		return -EKEYREVOKED;
-	if (tkp->key_len != cc->key_size)
+	if (tkp->key_len != size)
 		return -EINVAL;
-	memcpy(cc->key, tkp->key, cc->key_size);
+	memcpy(out, tkp->key, size);
 	return 0;
 }
 #endif
 
-/* spec is "<type>:<description>" */
-static int lbs_set_keyring_key(struct lbs_config *cc, const char *spec)
+/*
+ * Fetch the payload of a keyring key, spec "<type>:<description>", into out
+ * (size bytes).  request_key() may call up to user space: the caller holds
+ * no lock the device's suspend or resume takes.
+ */
+static int lbs_read_keyring_key(const char *spec, u8 *out, unsigned int size)
 {
-	int (*copy)(struct lbs_config *cc, struct key *key);
+	int (*copy)(struct key *key, u8 *out, unsigned int size);
 	struct key_type *type;
 	const char *desc;
 	struct key *key;
-	char *saved;
 	const char *p;
 	int r;
 
@@ -510,71 +516,124 @@ static int lbs_set_keyring_key(struct lbs_config *cc, const char *spec)
 		return -EINVAL;
 	}
 
-	saved = kstrdup(spec, GFP_KERNEL);
-	if (!saved)
-		return -ENOMEM;
 	key = request_key(type, desc, NULL);
-	if (IS_ERR(key)) {
-		r = PTR_ERR(key);
-		goto bad;
-	}
+	if (IS_ERR(key))
+		return PTR_ERR(key);
 	down_read(&key->sem);
-	r = copy(cc, key);
+	r = copy(key, out, size);
 	up_read(&key->sem);
 	key_put(key);
-	if (r)
-		goto bad;
-
-	clear_bit(LBS_KEY_VALID, &cc->state);
-	r = lbs_setkey_tfms(cc);
-	/* the tfms hold the key now; keep no copy of the payload */
-	memzero_explicit(cc->key, cc->key_size);
-	if (r)
-		goto bad;
-	kfree_sensitive(cc->key_string);
-	cc->key_string = saved;
-	set_bit(LBS_KEY_VALID, &cc->state);
-	return 0;
-bad:
-	kfree_sensitive(saved);
 	return r;
 }
 #else
-static int lbs_set_keyring_key(struct lbs_config *cc, const char *spec)
+static int lbs_read_keyring_key(const char *spec, u8 *out, unsigned int size)
 {
 	return -EINVAL;
 }
 #endif
 
 /*
- * Set the key from a table or "key set" argument whose size was checked by
- * lbs_key_size() against cc->key_size.  The argument is overwritten.
+ * Decode a key argument whose size lbs_key_size() checked against
+ * cc->key_size into new->bytes, and for a keyring key keep its
+ * "<type>:<description>" in new->string.  Touches no state of the device;
+ * may sleep and call up to user space.  The argument is overwritten.
+ */
+int lbs_read_key(struct lbs_config *cc, char *arg, struct lbs_key *new)
+{
+	size_t len = strlen(arg);
+	int r = -EINVAL;
+
+	new->string = NULL;
+	if (!cc->key_size) {
+		if (!strcmp(arg, "-"))
+			r = 0;
+	} else if (arg[0] == ':') {
+		const char *spec = strchr(arg + 1, ':');
+
+		if (spec) {
+			new->string = kstrdup(spec + 1, GFP_KERNEL);
+			r = new->string ?
+			    lbs_read_keyring_key(new->string, new->bytes,
+						 cc->key_size) : -ENOMEM;
+		}
+	} else {
+		r = hex2bin(new->bytes, arg, cc->key_size);
+	}
+	memset(arg, '0', len);
+	if (r) {
+		kfree_sensitive(new->string);
+		new->string = NULL;
+	}
+	return r;
+}
+
+/*
+ * Give the transforms a new key, all or nothing: if a transform or the IV
+ * mode refuses it, every transform gets the previous key back (a wiped key
+ * stays wiped), and the device keeps its key, its state and its status.
+ * The device is suspended or not yet live: no request is in flight.
+ * Takes new->string; the caller wipes new->bytes.
+ */
+int lbs_apply_key(struct lbs_config *cc, struct lbs_key *new)
+{
+	bool was_valid = test_bit(LBS_KEY_VALID, &cc->state);
+	u8 *old = NULL;
+	int r;
+
+	if (was_valid && cc->key_size) {
+		old = kmemdup(cc->key, cc->key_size, GFP_KERNEL);
+		if (!old) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	memcpy(cc->key, new->bytes, cc->key_size);
+	r = lbs_setkey_tfms(cc);
+	if (!r) {
+		kfree_sensitive(cc->key_string);
+		cc->key_string = new->string;
+		new->string = NULL;
+		set_bit(LBS_KEY_VALID, &cc->state);
+		goto out;
+	}
+	if (!was_valid) {
+		/* nothing to go back to: the transforms get a random key */
+		if (lbs_wipe_key(cc))
+			DMERR("cannot put a random key back in the transforms");
+		goto out;
+	}
+	if (cc->key_size)
+		memcpy(cc->key, old, cc->key_size);
+	if (lbs_setkey_tfms(cc)) {
+		/* cannot happen: every transform took this key before */
+		DMERR("the previous key no longer loads; set a key before resume");
+		lbs_wipe_key(cc);
+	}
+out:
+	kfree_sensitive(old);
+	kfree_sensitive(new->string);
+	new->string = NULL;
+	return r;
+}
+
+/*
+ * Set the key from a table argument (the constructor: nothing runs on the
+ * device yet).  The argument is overwritten.
  */
 int lbs_set_key(struct lbs_config *cc, char *key)
 {
-	size_t len = strlen(key);
-	int r = -EINVAL;
+	struct lbs_key new;
+	int r;
 
-	if (!cc->key_size && strcmp(key, "-"))
-		goto out;
-	if (key[0] == ':') {
-		const char *spec = strchr(key + 1, ':');
-
-		if (spec)
-			r = lbs_set_keyring_key(cc, spec + 1);
-		goto out;
+	new.bytes = kmalloc(max(cc->key_size, 1U), GFP_KERNEL);
+	if (!new.bytes) {
+		memset(key, '0', strlen(key));
+		return -ENOMEM;
 	}
-
-	clear_bit(LBS_KEY_VALID, &cc->state);
-	kfree_sensitive(cc->key_string);
-	cc->key_string = NULL;
-	if (cc->key_size && hex2bin(cc->key, key, cc->key_size))
-		goto out;
-	r = lbs_setkey_tfms(cc);
+	r = lbs_read_key(cc, key, &new);
 	if (!r)
-		set_bit(LBS_KEY_VALID, &cc->state);
-out:
-	memset(key, '0', len);
+		r = lbs_apply_key(cc, &new);
+	kfree_sensitive(new.bytes);
 	return r;
 }
 

@@ -11,7 +11,6 @@
 #include <linux/kernel.h>
 #include <linux/module.h>
 #include <linux/slab.h>
-#include <linux/stdarg.h>
 #include <linux/string.h>
 
 #include "dm-crypt-lbs.h"
@@ -24,25 +23,6 @@ static char *target_name = "crypt";
 module_param(target_name, charp, 0444);
 MODULE_PARM_DESC(target_name,
 		 "name the target registers as (default \"crypt\"; e.g. crypt_lbs beside the in-tree dm_crypt)");
-
-/*
- * Refuse a table.  ti->error outlives the constructor (which frees its
- * config) and is logged by dm core, so only a static string goes there; the
- * detail, with the value as written, is logged here, once.
- */
-int lbs_reject(struct dm_target *ti, char *error, const char *fmt, ...)
-{
-	struct va_format vaf;
-	va_list args;
-
-	va_start(args, fmt);
-	vaf.fmt = fmt;
-	vaf.va = &args;
-	DMERR("%pV", &vaf);
-	va_end(args);
-	ti->error = error;
-	return -EINVAL;
-}
 
 static void lbs_dtr(struct dm_target *ti)
 {
@@ -143,6 +123,8 @@ static int lbs_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		ti->num_discard_bios = 1;
 	ti->per_io_data_size = cc->per_io_size;
 	ti->limit_swap_bios = true;
+	/* clones go down through dm_submit_bio_remap(): accounted from there */
+	ti->accounts_remapped_io = true;
 	return 0;
 bad:
 	lbs_dtr(ti);
@@ -265,33 +247,58 @@ static void lbs_resume(struct dm_target *ti)
 	mutex_unlock(&cc->key_lock);
 }
 
-/* "key set <key>": the key argument is overwritten whatever happens. */
+/*
+ * "key set <key>"; the key argument is overwritten whatever happens.  The
+ * key is read (a keyring key may call up to user space, which may touch
+ * this device) before key_lock is taken; under it, the device must still be
+ * suspended, and the transforms take the key all or nothing.
+ */
 static int lbs_message_key_set(struct lbs_config *cc, char *key)
 {
-	int key_size, r;
+	struct lbs_key new = { };
+	int key_size, r = -EINVAL;
 
 	if (!test_bit(LBS_SUSPENDED, &cc->state)) {
 		DMERR("key set refused: suspend the device first");
-		r = -EINVAL;
 		goto out;
 	}
 	key_size = lbs_key_size(key);
 	if (key_size < 0) {
 		DMERR("key set refused: not hex, \"-\" or a keyring reference of at most %u bytes",
 		      LBS_MAX_KEY_SIZE);
-		r = -EINVAL;
 		goto out;
 	}
 	if (key_size != cc->key_size) {
 		DMERR("key set refused: key of %d bytes, the table's key has %u",
 		      key_size, cc->key_size);
-		r = -EINVAL;
 		goto out;
 	}
-	r = lbs_set_key(cc, key);
-	if (r)
-		DMERR("key set failed (%d)", r);
+	new.bytes = kmalloc(max(cc->key_size, 1U), GFP_KERNEL);
+	if (!new.bytes) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = lbs_read_key(cc, key, &new);
+	if (r) {
+		DMERR("key set refused: bad hex, or keyring key not found or of another size (%d)",
+		      r);
+		goto out;
+	}
+
+	mutex_lock(&cc->key_lock);
+	if (test_bit(LBS_SUSPENDED, &cc->state)) {
+		r = lbs_apply_key(cc, &new);
+		if (r)
+			DMERR("key set failed (%d): refused by the cipher, previous key kept",
+			      r);
+	} else {
+		DMERR("key set refused: the device was resumed meanwhile");
+		r = -EINVAL;
+	}
+	mutex_unlock(&cc->key_lock);
 out:
+	kfree_sensitive(new.bytes);
+	kfree_sensitive(new.string);
 	memset(key, '0', strlen(key));
 	return r;
 }
@@ -307,18 +314,18 @@ static int lbs_message(struct dm_target *ti, unsigned int argc, char **argv,
 		DMERR("unknown message; accepted: \"key set <key>\", \"key wipe\"");
 		return -EINVAL;
 	}
-	mutex_lock(&cc->key_lock);
-	if (argc == 3 && !strcasecmp(argv[1], "set")) {
-		r = lbs_message_key_set(cc, argv[2]);
-	} else if (argc == 2 && !strcasecmp(argv[1], "wipe")) {
+	if (argc == 3 && !strcasecmp(argv[1], "set"))
+		return lbs_message_key_set(cc, argv[2]);
+	if (argc == 2 && !strcasecmp(argv[1], "wipe")) {
+		mutex_lock(&cc->key_lock);
 		if (test_bit(LBS_SUSPENDED, &cc->state))
 			r = lbs_wipe_key(cc);
 		else
 			DMERR("key wipe refused: suspend the device first");
-	} else {
-		DMERR("unknown key message; accepted: \"key set <key>\", \"key wipe\"");
+		mutex_unlock(&cc->key_lock);
+		return r;
 	}
-	mutex_unlock(&cc->key_lock);
+	DMERR("unknown key message; accepted: \"key set <key>\", \"key wipe\"");
 	return r;
 }
 

@@ -22,8 +22,10 @@ void lbs_queue_write(struct lbs_io *io)
 	sector_t sector = io->clone->bi_iter.bi_sector;
 	struct rb_node **link, *parent = NULL;
 	unsigned long flags;
+	bool was_empty;
 
 	spin_lock_irqsave(&cc->write_lock, flags);
+	was_empty = RB_EMPTY_ROOT(&cc->write_tree);
 	link = &cc->write_tree.rb_node;
 	while (*link) {
 		parent = *link;
@@ -35,8 +37,16 @@ void lbs_queue_write(struct lbs_io *io)
 	}
 	rb_link_node(&io->rb_node, parent, link);
 	rb_insert_color(&io->rb_node, &cc->write_tree);
+	/*
+	 * Woken under the lock: once it is dropped the thread may submit this
+	 * write, the write complete, and the device be removed (the destructor
+	 * stops the thread and frees cc), so nothing of cc may be touched
+	 * after the unlock.  A tree that was not empty has had its wake-up: the
+	 * thread empties the tree under this lock before it sleeps again.
+	 */
+	if (was_empty)
+		wake_up_process(cc->write_thread);
 	spin_unlock_irqrestore(&cc->write_lock, flags);
-	wake_up_process(cc->write_thread);
 }
 
 /* Takes every queued write at once and submits them in sector order. */
@@ -64,9 +74,11 @@ static int lbs_write_thread(void *data)
 		blk_start_plug(&plug);
 		/* a write may complete, freeing its io, as soon as it is submitted */
 		while ((node = rb_first(&tree))) {
+			struct lbs_io *io = rb_entry(node, struct lbs_io, rb_node);
+
 			rb_erase(node, &tree);
-			submit_bio_noacct(rb_entry(node, struct lbs_io,
-						   rb_node)->clone);
+			dm_submit_bio_remap(io->base, io->clone);
+			cond_resched();
 		}
 		blk_finish_plug(&plug);
 	}
@@ -86,6 +98,9 @@ int lbs_writer_init(struct lbs_config *cc, const char *dev)
 		cc->write_thread = NULL;
 		return r;
 	}
+	/* high_priority: the writer as urgent as the crypt workers (WQ_HIGHPRI) */
+	if (test_bit(LBS_OPT_HIGH_PRIORITY, &cc->opts))
+		set_user_nice(cc->write_thread, MIN_NICE);
 	return 0;
 }
 

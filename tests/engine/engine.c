@@ -47,6 +47,10 @@ static unsigned int lbs_engine_error_ppm;
 module_param_named(error_rate_ppm, lbs_engine_error_ppm, uint, 0644);
 MODULE_PARM_DESC(error_rate_ppm, "share of requests completed with -EIO instead of being processed, per million (default 0)");
 
+static int lbs_engine_refuse_key = -1;
+module_param_named(refuse_key_byte, lbs_engine_refuse_key, int, 0644);
+MODULE_PARM_DESC(refuse_key_byte, "setkey refuses (-EINVAL) a key whose first byte is this value, as a driver refuses a weak key (default -1: none)");
+
 #define LBS_ENGINE_PPM	1000000
 
 struct lbs_engine lbs_engine;
@@ -238,7 +242,10 @@ static int lbs_engine_setkey(struct crypto_skcipher *tfm, const u8 *key,
 			     unsigned int keylen)
 {
 	struct lbs_engine_tfm *ctx = crypto_skcipher_ctx(tfm);
+	int refuse = READ_ONCE(lbs_engine_refuse_key);
 
+	if (keylen && refuse >= 0 && key[0] == refuse)
+		return -EINVAL;
 	crypto_skcipher_clear_flags(ctx->fallback, CRYPTO_TFM_REQ_MASK);
 	crypto_skcipher_set_flags(ctx->fallback, crypto_skcipher_get_flags(tfm) &
 				  CRYPTO_TFM_REQ_MASK);

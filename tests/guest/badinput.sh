@@ -46,6 +46,16 @@ bad "iv_offset not a multiple of sector_size" "aes-xts-plain64 $k64 1 $dev 0 1 s
 bad "device offset not a number" "aes-xts-plain64 $k64 0 $dev -8"
 bad "sector_size above the bound" "aes-xts-plain64 $k64 0 $dev 0 1 sector_size:$((bnd * 2))"
 bad "sector_size with trailing junk" "aes-xts-plain64 $k64 0 $dev 0 1 sector_size:4096abc"
+# dm-crypt matches a valued option's name exactly (a flag in any case: below)
+bad "valued option name in capitals" "aes-xts-plain64 $k64 0 $dev 0 1 SECTOR_SIZE:4096"
+if ! dmsetup create lbs-bad --table "0 $len crypt_lbs aes-xts-plain64 $k64 0 $dev 0 2 Same_CPU_Crypt sector_size:4096"; then
+	fail "a flag in capitals (Same_CPU_Crypt) was refused: $(ti_error); dm-crypt takes it"
+fi
+case $(dmsetup table lbs-bad) in
+*" 2 same_cpu_crypt sector_size:4096") dm_remove lbs-bad ;;
+*) fail "a flag in capitals: the table reads back as $(dmsetup table lbs-bad)" ;;
+esac
+ok "a flag in capitals (Same_CPU_Crypt) loads and reads back in lower case"
 refuses_einval "length not a multiple of sector_size 4096" \
 	dmsetup create lbs-bad --table "0 $((len - 1)) crypt_lbs aes-xts-plain64 $k64 0 $dev 0 1 sector_size:4096"
 refuses_einval "length not a multiple of sector_size $bnd" \
