@@ -12,6 +12,7 @@
 #include <linux/bug.h>
 #include <linux/compiler.h>
 #include <linux/crypto.h>
+#include <linux/device-mapper.h>
 #include <linux/err.h>
 #include <linux/kernel.h>
 #include <linux/minmax.h>
@@ -123,6 +124,44 @@ static inline bool lbs_integrity_opaque(const struct blk_integrity *bi)
 #define LBS_DMA_ALIGN	((unsigned int)ARCH_DMA_MINALIGN)
 #else
 #define LBS_DMA_ALIGN	((unsigned int)ARCH_KMALLOC_MINALIGN)
+#endif
+
+/*
+ * Atomic writes through device-mapper (dm core 6.14 on): a target that
+ * declares DM_TARGET_ATOMIC_WRITES gets REQ_ATOMIC bios, which it must pass
+ * down whole, and bounds the atomic unit the device announces.
+ */
+#ifdef DM_TARGET_ATOMIC_WRITES
+#define LBS_TARGET_ATOMIC_WRITES	DM_TARGET_ATOMIC_WRITES
+static inline bool lbs_bio_atomic(const struct bio *bio)
+{
+	return bio->bi_opf & REQ_ATOMIC;
+}
+
+static inline void lbs_atomic_limits(struct queue_limits *limits,
+				     unsigned int max_bytes)
+{
+	/* a unit the target cannot submit whole: no atomic writes at all */
+	if (limits->atomic_write_hw_unit_min > max_bytes) {
+		limits->atomic_write_hw_max = 0;
+		return;
+	}
+	limits->atomic_write_hw_unit_max =
+		min(limits->atomic_write_hw_unit_max, max_bytes);
+	limits->atomic_write_hw_max =
+		min(limits->atomic_write_hw_max, max_bytes);
+}
+#else
+#define LBS_TARGET_ATOMIC_WRITES	0
+static inline bool lbs_bio_atomic(const struct bio *bio)
+{
+	return false;
+}
+
+static inline void lbs_atomic_limits(struct queue_limits *limits,
+				     unsigned int max_bytes)
+{
+}
 #endif
 
 /* The metadata bytes the device keeps per integrity interval. */

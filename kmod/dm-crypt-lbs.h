@@ -153,6 +153,12 @@ struct lbs_config {
 	unsigned int sector_shift;	/* log2(sector_size) - SECTOR_SHIFT */
 	unsigned long opts;		/* bits of enum lbs_opt */
 	unsigned long state;		/* bits of enum lbs_state */
+	/*
+	 * A zoned device: writes are encrypted and submitted in the
+	 * submitter's context, one request after the other, so they reach the
+	 * device in the order they came (dm emulates zone append).
+	 */
+	bool write_inline;
 
 	/* layout of one crypto request element of req_pool */
 	unsigned int req_lr_off;	/* struct lbs_req */
@@ -207,7 +213,9 @@ struct lbs_io {
 	struct bvec_iter recheck_iter;	/* clone's, as submitted */
 	bool own_req_used;	/* the embedded request was handed out */
 	bool restart_wait;	/* wait for restart before the next request */
+	bool write_inline;	/* each request's end is waited for (zoned) */
 	struct completion restart;	/* a backlogged request was queued */
+	struct completion req_done;	/* write_inline: the request ended */
 	struct work_struct work;	/* read submit, then crypt */
 	struct rb_node rb_node;		/* in write_tree, waiting to be submitted */
 };

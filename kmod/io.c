@@ -85,6 +85,16 @@ static unsigned int lbs_max_request_sectors(struct lbs_config *cc,
 	unsigned int cap = bio_data_dir(bio) == WRITE ?
 			   READ_ONCE(lbs_max_write_size) :
 			   READ_ONCE(lbs_max_read_size);
+
+	/*
+	 * Never split: an atomic write (it is written whole or not at all),
+	 * and a write to a zoned device (the rest would be issued from dm's
+	 * zone write plug work, which a queue freeze can deadlock, as dm-crypt
+	 * notes).  lbs_io_hints() bounds both to one bounce bio.
+	 */
+	if (lbs_bio_atomic(bio) ||
+	    (cc->write_inline && bio_data_dir(bio) == WRITE))
+		return bio_sectors(bio);
 	unsigned int unit = max(bdev_logical_block_size(cc->dev->bdev),
 				cc->sector_size);
 
@@ -236,7 +246,20 @@ void lbs_crypt_done(LBS_ASYNC_ARG areq, int err)
 	if (err)
 		lbs_crypt_error(io, lr, err);
 	lbs_free_req(io, (u8 *)lr - cc->req_lr_off);
+	if (io->write_inline) {
+		/* the converter waits for this and drops the reference */
+		complete(&io->req_done);
+		return;
+	}
 	lbs_convert_put(io, LBS_CTX_CRYPTO);
+}
+
+/* write_inline: wait for the request the driver took to end. */
+static void lbs_wait_inline(struct lbs_io *io)
+{
+	wait_for_completion(&io->req_done);
+	reinit_completion(&io->req_done);
+	atomic_dec(&io->pending);
 }
 
 /* A request for the next sector: the one in hand, our own, or the pool's. */
@@ -343,6 +366,8 @@ sent:
 			if (!atomic) {
 				wait_for_completion(&io->restart);
 				reinit_completion(&io->restart);
+				if (io->write_inline)
+					lbs_wait_inline(io);
 			} else if (try_wait_for_completion(&io->restart)) {
 				reinit_completion(&io->restart);
 			} else {
@@ -351,6 +376,8 @@ sent:
 			}
 		} else if (r == -EINPROGRESS) {
 			io->req = NULL;	/* lbs_crypt_done() owns it now */
+			if (io->write_inline)
+				lbs_wait_inline(io);
 		} else {
 			atomic_dec(&io->pending);
 			if (!r && cc->iv_ops && cc->iv_ops->post)
@@ -597,6 +624,10 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	io->own_req_used = false;
 	io->restart_wait = false;
 	init_completion(&io->restart);
+	/* zoned: a write ends its requests before the bio goes on */
+	io->write_inline = cc->write_inline && bio_data_dir(bio) == WRITE;
+	if (io->write_inline)
+		init_completion(&io->req_done);
 	/* may cut the bio to what one metadata pool entry covers */
 	lbs_integrity_map(io, bio);
 

@@ -551,7 +551,7 @@ int lbs_read_key(struct lbs_config *cc, char *arg, struct lbs_key *new)
 		const char *spec = strchr(arg + 1, ':');
 
 		if (spec) {
-			new->string = kstrdup(spec + 1, GFP_KERNEL);
+			new->string = kstrdup(spec + 1, GFP_NOIO);
 			r = new->string ?
 			    lbs_read_keyring_key(new->string, new->bytes,
 						 cc->key_size) : -ENOMEM;
@@ -581,7 +581,8 @@ int lbs_apply_key(struct lbs_config *cc, struct lbs_key *new)
 	int r;
 
 	if (was_valid && cc->key_size) {
-		old = kmemdup(cc->key, cc->key_size, GFP_KERNEL);
+		/* GFP_NOIO: a "key set" comes while the device is suspended */
+		old = kmemdup(cc->key, cc->key_size, GFP_NOIO);
 		if (!old) {
 			r = -ENOMEM;
 			goto out;

@@ -111,6 +111,20 @@ static int lbs_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	}
 	cc->start = val;
 
+	if (bdev_is_zoned(cc->dev->bdev)) {
+		/*
+		 * Writes must reach a zoned device in the order they came:
+		 * encrypted where they are submitted (no_write_workqueue, which
+		 * status then shows, as dm-crypt's), each request waited for.
+		 * Zone append is emulated by dm core with regular writes: an
+		 * append's sector is the zone's start, not where the data lands,
+		 * and the IV is made from the sector.
+		 */
+		set_bit(LBS_OPT_NO_WRITE_WORKQUEUE, &cc->opts);
+		cc->write_inline = true;
+		ti->emulate_zone_append = true;
+	}
+
 	r = lbs_integrity_ctr(ti, cc);
 	if (r)
 		goto bad;
@@ -273,7 +287,8 @@ static int lbs_message_key_set(struct lbs_config *cc, char *key)
 		      key_size, cc->key_size);
 		goto out;
 	}
-	new.bytes = kmalloc(max(cc->key_size, 1U), GFP_KERNEL);
+	/* the device is suspended: no allocation may wait for its I/O */
+	new.bytes = kmalloc(max(cc->key_size, 1U), GFP_NOIO);
 	if (!new.bytes) {
 		r = -ENOMEM;
 		goto out;
@@ -337,6 +352,21 @@ static int lbs_iterate_devices(struct dm_target *ti,
 	return fn(ti, cc->dev, cc->start, ti->len, data);
 }
 
+#ifdef CONFIG_BLK_DEV_ZONED
+static int lbs_report_zones(struct dm_target *ti,
+			    struct dm_report_zones_args *args,
+			    unsigned int nr_zones)
+{
+	struct lbs_config *cc = ti->private;
+
+	return dm_report_zones(cc->dev->bdev, cc->start,
+			       cc->start + dm_target_offset(ti, args->next_sector),
+			       args, nr_zones);
+}
+#else
+#define lbs_report_zones NULL
+#endif
+
 static void lbs_io_hints(struct dm_target *ti, struct queue_limits *limits)
 {
 	struct lbs_config *cc = ti->private;
@@ -349,12 +379,20 @@ static void lbs_io_hints(struct dm_target *ti, struct queue_limits *limits)
 	/* every bio_vec holds whole encryption sectors */
 	limits->dma_alignment = max(limits->dma_alignment,
 				    limits->logical_block_size - 1);
+	/* zoned writes are not split by the target: dm core splits them */
+	if (cc->write_inline)
+		limits->max_hw_sectors = min(limits->max_hw_sectors,
+					     LBS_BOUNCE_PAGES << PAGE_SECTORS_SHIFT);
+	/* nor are atomic writes: none larger than one bounce bio */
+	lbs_atomic_limits(limits, LBS_BOUNCE_PAGES << PAGE_SHIFT);
 }
 
 static struct target_type lbs_target = {
 	.name = "crypt",
 	.version = { LBS_VERSION_MAJOR, LBS_VERSION_MINOR, LBS_VERSION_PATCH },
 	.module = THIS_MODULE,
+	.features = DM_TARGET_ZONED_HM | LBS_TARGET_ATOMIC_WRITES,
+	.report_zones = lbs_report_zones,
 	.ctr = lbs_ctr,
 	.dtr = lbs_dtr,
 	.map = lbs_map,

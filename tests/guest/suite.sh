@@ -37,6 +37,7 @@ default_limit() {
 	integrity) echo 600 ;;                   # 32 LUKS2 --integrity formats, each written and read by both targets
 	integrity-core) echo 300 ;;              # 5 of them, the engine case, the refusals
 	benchmark) echo 120 ;;                   # ~20 s on arm64-64k, the engine's 20 ms a request included
+	zoned) echo 300 ;;                       # ~60 s; stock's inline waits for the engine, ~60 s more
 	teardown) echo 400 ;;                    # 12 cycles under fio with each cipher, ~110 s loaded
 	upstream-tests) echo 300 ;;              # cryptsetup's fvault2 and luks1 tests, ~40 s on arm64-64k
 	*) echo 120 ;;
