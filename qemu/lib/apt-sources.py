@@ -11,15 +11,27 @@ one private configuration serves the guests' binary packages, the build
 machine's kbuild tools and fio's source. The security suite is added on
 deb.debian.org when the machine has none: the pinned kernels live there.
 
-Usage: apt-sources.py [ETC_APT_DIR]   (default /etc/apt)
+Debian's unstable suite is added for the packages of UNSTABLE alone: the source
+of the Linux 7.2 kernels the rig builds (bookworm has no 7.2). It comes from the
+machine's own unstable (or sid) entry when it has one, else from the mirror of
+its bookworm entry, with that entry's key; `deb` only, and the build machine's
+architecture only. `--preferences` prints the apt pin that keeps everything else
+from coming from there: any other package of unstable has priority -1, so no
+resolution (a rootfs closure, say) can take it.
+
+Usage: apt-sources.py [ETC_APT_DIR]                 (default /etc/apt)
+       apt-sources.py --preferences
 """
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 SUITE = re.compile(r"^bookworm(-updates|-security|-backports)?$")
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+# What the rig takes from Debian unstable: nothing else (see --preferences).
+UNSTABLE = ["linux-source-7.2"]
 
 
 def one_line(path):
@@ -88,11 +100,40 @@ def entries(etc):
     return found
 
 
+def host_arch():
+    """The build machine's architecture: UNSTABLE are arch:all, and every index
+    lists them, so unstable's lists are fetched for one architecture only."""
+    try:
+        return subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "amd64"
+
+
+def preferences():
+    """The pin of the private configuration: UNSTABLE from unstable, nothing else.
+    A package's own pin wins over the catch-all one, whatever their order."""
+    print("Package: *")
+    print("Pin: release a=unstable")
+    print("Pin-Priority: -1")
+    for name in UNSTABLE:
+        print()
+        print(f"Package: {name}")
+        print("Pin: release a=unstable")
+        print("Pin-Priority: 500")
+    return 0
+
+
 def main(argv):
+    if argv[1:] == ["--preferences"]:
+        return preferences()
     etc = Path(argv[1]) if len(argv) > 1 else Path("/etc/apt")
     seen = set()
     kept = []
+    unstable = None
     for uri, suite, components, signed_by in entries(etc):
+        if suite in ("unstable", "sid") and "main" in components and unstable is None:
+            unstable = (uri, signed_by)
         if not SUITE.match(suite) or "main" not in components:
             continue
         key = (uri.rstrip("/"), suite)
@@ -115,6 +156,17 @@ def main(argv):
         if signed_by:
             print(f"Signed-By: {signed_by}")
         print()
+    # unstable: where the machine has it, else on the mirror bookworm comes from,
+    # with that entry's key; binary packages of one architecture only
+    uri, signed_by = unstable or next((u, s) for u, suite, s in kept if suite == "bookworm")
+    print("Types: deb")
+    print(f"URIs: {uri}")
+    print("Suites: unstable")
+    print(f"Architectures: {host_arch()}")
+    print("Components: main")
+    if signed_by:
+        print(f"Signed-By: {signed_by}")
+    print()
     return 0
 
 

@@ -5,9 +5,10 @@ LBS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LBS_CACHE=${LBSCRYPT_CACHE:-$HOME/.cache/lbscrypt}
 LBS_BUILD=${LBS_BUILD:-$LBS_TOP/build}
 LBS_KERNELS_CONF=${LBS_KERNELS_CONF:-$LBS_TOP/qemu/kernels.conf}
-# Kernels that only some runs boot (make harden's debug kernel): known to
-# kernel_row, never in the default list of kernel_ids.
-LBS_KERNELS_EXTRA=${LBS_KERNELS_EXTRA:-$LBS_TOP/qemu/kernels-debug.conf}
+# Kernels that only some runs boot (make harden's debug kernel, the Linux 7.2
+# kernels while they are not in the default list): files separated by spaces,
+# known to kernel_row, never in the default list of kernel_ids.
+LBS_KERNELS_EXTRA=${LBS_KERNELS_EXTRA:-$LBS_TOP/qemu/kernels-debug.conf $LBS_TOP/qemu/kernels-7.2.conf}
 
 fail() {
 	printf '%s: error: %s\n' "${0##*/}" "$*" >&2
@@ -26,7 +27,9 @@ kernel_ids() {
 # kernel_row ID: sets K_ID K_ARCH K_PAGE K_KIND K_RELEASE K_VERSION.
 kernel_row() {
 	local line
-	line=$(cat "$LBS_KERNELS_CONF" "$LBS_KERNELS_EXTRA" 2>/dev/null | awk -v id="$1" '!/^#/ && $1 == id')
+	local -a extra
+	read -r -a extra <<<"$LBS_KERNELS_EXTRA"
+	line=$(cat "$LBS_KERNELS_CONF" "${extra[@]}" 2>/dev/null | awk -v id="$1" '!/^#/ && $1 == id')
 	[ -n "$line" ] || fail "unknown kernel '$1' (known: $(kernel_ids | tr '\n' ' '))"
 	# shellcheck disable=SC2034 # read by the callers
 	read -r K_ID K_ARCH K_PAGE K_KIND K_RELEASE K_VERSION <<<"$line"

@@ -6,7 +6,9 @@
 # source list (made by apt-sources.py from the machine's, either format), package
 # lists for both architectures (amd64 for the build machine's kbuild tools, arm64
 # for the guests), an empty dpkg status (so nothing installed on the host changes a
-# resolution) and deb-src entries (fio's source).
+# resolution) and deb-src entries (fio's source). Debian unstable is among its
+# sources for the Linux 7.2 source package alone; its pin (apt-sources.py
+# --preferences) gives every other package of unstable priority -1.
 
 LBS_APT=$LBS_CACHE/apt
 LBS_HOST_ARCH=$(dpkg --print-architecture)
@@ -20,7 +22,7 @@ apt_private() {
 	local cmd=$1
 	shift
 	"$cmd" -q -o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$LBS_APT/sources" \
-		-o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts="$LBS_APT/sources" \
+		-o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts="$LBS_APT/preferences" \
 		-o Dir::State="$LBS_APT/state" -o Dir::State::Lists="$LBS_APT/lists" \
 		-o Dir::State::status="$LBS_APT/status" -o Dir::Cache="$LBS_APT/cache" \
 		-o Dir::Cache::pkgcache=pkgcache.bin -o Dir::Cache::srcpkgcache=srcpkgcache.bin \
@@ -33,10 +35,16 @@ apt_private() {
 # LBS_APT_MAX_AGE seconds old, or now with "force"). Offline with recent-enough
 # lists; a failed refresh of existing lists only warns.
 apt_refresh() {
-	local stamp=$LBS_APT/lists/.updated sources age
-	mkdir -p "$LBS_APT/sources" "$LBS_APT/state" "$LBS_APT/lists/partial" "$LBS_APT/cache/archives/partial"
+	local stamp=$LBS_APT/lists/.updated sources pin age
+	mkdir -p "$LBS_APT/sources" "$LBS_APT/preferences" "$LBS_APT/state" "$LBS_APT/lists/partial" \
+		"$LBS_APT/cache/archives/partial"
 	: >>"$LBS_APT/status"
 	sources=$(python3 "$LBS_TOP/qemu/lib/apt-sources.py") || fail "cannot make the rig's apt sources (above)"
+	pin=$(python3 "$LBS_TOP/qemu/lib/apt-sources.py" --preferences) || fail "cannot make the rig's apt pin"
+	# the pin first: unstable is never listed without it
+	if [ "$pin" != "$(cat "$LBS_APT/preferences/unstable.pref" 2>/dev/null)" ]; then
+		printf '%s\n' "$pin" >"$LBS_APT/preferences/unstable.pref"
+	fi
 	if [ "$sources" != "$(cat "$LBS_APT/sources/debian.sources" 2>/dev/null)" ]; then
 		printf '%s\n' "$sources" >"$LBS_APT/sources/debian.sources"
 		rm -f "$stamp"
