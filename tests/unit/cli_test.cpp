@@ -418,7 +418,8 @@ TEST_CASE("cli exit codes and messages are cryptsetup's", "[cli]") {
   CHECK(cli.err.str() == "lbscrypt: Device x is still in use.\n");
   cli.kernel.mappings.at("x").info.open_count = 0;
   CHECK(cli.run({"close", "-v", "/dev/mapper/x"}) == 0);
-  CHECK(cli.out.str() == "Command successful.\n");
+  CHECK(cli.out.str().empty());
+  CHECK(cli.err.str() == "Command successful.\n");
   CHECK(cli.run({"close", "x"}) == 4);
   CHECK(cli.err.str() == "lbscrypt: Device x is not active.\n");
   CHECK(cli.run({"status", "x"}) == 4);
@@ -475,4 +476,47 @@ TEST_CASE("cli open: a regular file through a loop device, shown by status", "[c
   cli.kernel.mappings.at("img").line.params.append("aes-xts-plain64 " + kKeyHex + " 0 7:0 0");
   REQUIRE(cli.run({"status", "img"}) == 0);
   CHECK_THAT(cli.out.str(), Catch::Contains("  device:  /dev/loop0\n  loop:    /srv/disk.img\n"));
+}
+
+TEST_CASE("cli: -v talks on standard error, stdout is only the table", "[cli]") {
+  Cli cli;
+  const std::vector<std::string> table = {"table", "-d", kKeyFile, "--size", "2048", "/dev/ram0"};
+  REQUIRE(cli.run(table) == 0);
+  const std::string line = cli.out.str();
+  CHECK(line == "0 2048 crypt aes-xts-plain64 " + kKeyHex + " 0 /dev/ram0 0\n");
+  auto verbose = table;
+  verbose.insert(verbose.begin() + 1, "-v");
+  REQUIRE(cli.run(verbose) == 0);
+  CHECK(cli.out.str() == line);  // one line: what dmsetup create reads
+  CHECK(cli.err.str() == "Command successful.\n");
+  REQUIRE(cli.run({"-v", "check"}) == 0);
+  CHECK(cli.out.str().find("Command successful.") == std::string::npos);
+  CHECK(cli.err.str() == "Command successful.\n");
+}
+
+TEST_CASE("cli: -q, -v and --debug are taken before the command as after it", "[cli]") {
+  Cli cli;
+  cli.stdin_tty = true;
+  REQUIRE(cli.run({"-q", "open", "/dev/ram0", "x"}) == 0);
+  CHECK(cli.err.str().empty());  // no 2.7 defaults warning
+  CHECK(cli.kernel.mappings.contains("x"));
+  REQUIRE(cli.run({"--batch-mode", "-v", "close", "x"}) == 0);
+  CHECK(cli.err.str() == "Command successful.\n");
+  REQUIRE(cli.run({"--debug", "table", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK_THAT(cli.err.str(), Catch::StartsWith("# lbscrypt "));
+  CHECK(cli.run({"-q", "status", "x"}) == 4);
+  CHECK(cli.run({"-q", "-v", "check"}) == 0);
+  // matrix takes them too (it refuses without root before anything else)
+  CHECK(cli.run({"-q", "matrix", "-v"}) == 2);
+  CHECK_THAT(cli.err.str(), Catch::Contains("root"));
+}
+
+TEST_CASE("cli table: -q drops the note about the hidden key, not the hiding", "[cli]") {
+  Cli cli;
+  cli.stdout_tty = true;
+  REQUIRE(cli.run({"table", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK_THAT(cli.err.str(), Catch::Contains("--showkeys"));
+  REQUIRE(cli.run({"table", "-q", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK(cli.err.str().empty());
+  CHECK(cli.out.str().find(kKeyHex) == std::string::npos);
 }
