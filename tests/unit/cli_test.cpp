@@ -520,3 +520,29 @@ TEST_CASE("cli table: -q drops the note about the hidden key, not the hiding", "
   CHECK(cli.err.str().empty());
   CHECK(cli.out.str().find(kKeyHex) == std::string::npos);
 }
+
+TEST_CASE("cli: table words are refused with one line, nothing on stdout", "[cli]") {
+  Cli cli;
+  cli.devices.sizes["/dev/a b"] = 1024ULL * 1024;
+  CHECK(cli.run({"table", "-d", kKeyFile, "/dev/a b"}) == 1);
+  CHECK(cli.out.str().empty());
+  CHECK(cli.err.str() ==
+        "lbscrypt: device '/dev/a b' contains a space: a dm table line cannot carry it as one "
+        "word; use a path without whitespace, control characters or backslashes (a "
+        "/dev/disk/by-id/ or by-partuuid link, or the /dev node itself)\n");
+  CHECK(cli.run({"table", "-d", kKeyFile, "--size", "8", "/dev/x\n0 8 zero"}) == 1);
+  CHECK(cli.out.str().empty());
+  CHECK(cli.run({"table", "-d", kKeyFile, "-c", "aes-xts-plain64 extra", "/dev/ram0"}) == 1);
+  CHECK_THAT(cli.err.str(), Catch::Contains("--cipher 'aes-xts-plain64 extra' contains a space"));
+  CHECK(cli.out.str().empty());
+  CHECK(cli.run({"table", "-d", kKeyFile, "--target", "", "/dev/ram0"}) == 1);
+  CHECK_THAT(cli.err.str(), Catch::StartsWith("lbscrypt: --target '' is not a device-mapper"));
+  CHECK(cli.out.str().empty());
+  // open: refused before the passphrase is asked for and before the kernel is touched
+  cli.stdin_tty = true;
+  CHECK(cli.run({"open", "--target", "crypt lbs", "/dev/ram0", "x"}) == 1);
+  CHECK(cli.run({"open", "/dev/a b", "x"}) == 1);
+  CHECK(cli.prompts == 0);
+  CHECK(cli.kernel.creates == 0);
+  CHECK(cli.run({"status", "--target", "", "x"}) == 1);
+}

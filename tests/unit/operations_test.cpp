@@ -350,3 +350,31 @@ TEST_CASE("close refuses mappings of other targets", "[operations]") {
   CHECK_THAT(closed.error().message, Catch::Contains("'linear' mapping"));
   CHECK(f.kernel.removes == 0);
 }
+
+TEST_CASE("every word of the line is checked before anything is asked", "[operations]") {
+  Fixture f;
+  SECTION("a device path with a space") {
+    f.devices.sizes["/dev/a b"] = 64 * kMiB;
+    f.request.device = "/dev/a b";
+    const auto e = f.refusal();
+    CHECK(e.code == Errc::invalid_argument);
+    CHECK_THAT(e.message, Catch::StartsWith("device '/dev/a b' contains a space"));
+  }
+  SECTION("a device path with a newline (a second table line)") {
+    f.request.device = "/dev/ram0\n0 8 linear /dev/sda";
+    f.request.size = 8;
+    CHECK_THAT(f.refusal().message, Catch::Contains("line break"));
+  }
+  SECTION("a cipher with a second word") {
+    f.request.cipher = "aes-xts-plain64 extra";
+    const auto e = f.refusal();
+    CHECK(e.code == Errc::invalid_argument);
+    CHECK_THAT(e.message, Catch::StartsWith("--cipher 'aes-xts-plain64 extra' contains a space"));
+  }
+  SECTION("an empty or malformed target") {
+    f.env.target_type = "";
+    CHECK_THAT(f.refusal().message, Catch::StartsWith("--target ''"));
+    f.env.target_type = "crypt x";
+    CHECK_THAT(f.refusal().message, Catch::StartsWith("--target 'crypt x'"));
+  }
+}

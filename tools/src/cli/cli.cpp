@@ -222,6 +222,9 @@ Result<Environment> make_environment(const Options &o, const Parsed &p, const Se
                                      std::unique_ptr<Kernel> &kernel,
                                      std::unique_ptr<BlockDevices> &devices) {
   Environment env;
+  if (auto r = check_target_name(o.target_type); !r) {
+    return r.error();
+  }
   env.target_type = o.target_type;
   if (given(p.assume_version)) {
     auto version = parse_target_version(o.assume_version);

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "lbscrypt/table.hpp"
+
 namespace lbscrypt::cli {
 
 namespace {
@@ -195,6 +197,12 @@ int matrix_command(const MatrixArgs &args, const Services &services, std::ostrea
   if (!sizes) {
     err << "lbscrypt: " << sizes.error().message << '\n';
     return exit_code(sizes.error().code);
+  }
+  for (const auto &target : args.targets) {
+    if (const auto valid = check_target_name(target); !valid) {
+      err << "lbscrypt: " << valid.error().message << '\n';
+      return exit_code(valid.error().code);
+    }
   }
   MatrixOptions options;
   if (!args.targets.empty()) {

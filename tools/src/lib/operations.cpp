@@ -140,6 +140,16 @@ Result<KnownCapabilities> table_capabilities(const MappingRequest &request,
 }  // namespace
 
 Result<CryptTable> prepare_table(const MappingRequest &request, const Environment &env) {
+  // Every word that goes into the line, before anything else is asked.
+  if (auto r = check_target_name(env.target_type); !r) {
+    return r.error();
+  }
+  if (auto r = check_table_word("device", request.device); !r) {
+    return r.error();
+  }
+  if (auto r = check_table_word("--cipher", request.cipher); !r) {
+    return r.error();
+  }
   const auto known = table_capabilities(request, env);
   if (!known) {
     return known.error();
