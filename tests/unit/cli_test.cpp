@@ -40,6 +40,9 @@ class KernelRef final : public lbscrypt::Kernel {
 class DevicesRef final : public lbscrypt::BlockDevices {
  public:
   explicit DevicesRef(FakeBlockDevices &fake) : fake_(fake) {}
+  lbscrypt::Result<lbscrypt::PathKind> path_kind(const std::string &p) override {
+    return fake_.path_kind(p);
+  }
   lbscrypt::Result<std::uint64_t> size_bytes(const std::string &p) override {
     return fake_.size_bytes(p);
   }

@@ -83,3 +83,15 @@ TEST_CASE("major:minor resolves through sysfs, or stays as it is", "[device]") {
   const auto devices = lbscrypt::make_system_block_devices();
   CHECK(devices->resolve("4095:1048575") == "4095:1048575");
 }
+
+TEST_CASE("what a path is, from stat", "[device]") {
+  const auto devices = lbscrypt::make_system_block_devices();
+  using lbscrypt::PathKind;
+  const TempImage image(4096);
+  CHECK(devices->path_kind(image.path()).value() == PathKind::regular_file);
+  CHECK(devices->path_kind("/dev/null").value() == PathKind::character_device);
+  CHECK(devices->path_kind("/tmp").value() == PathKind::directory);
+  CHECK(devices->path_kind("/nonexistent/lbscrypt-dev").value() == PathKind::missing);
+  CHECK(devices->path_kind(image.path() + "/below-a-file").value() == PathKind::missing);
+  CHECK(lbscrypt::describe(PathKind::character_device) == "a character device");
+}

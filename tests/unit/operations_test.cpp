@@ -378,3 +378,41 @@ TEST_CASE("every word of the line is checked before anything is asked", "[operat
     CHECK_THAT(f.refusal().message, Catch::StartsWith("--target 'crypt x'"));
   }
 }
+
+TEST_CASE("a --size does not skip the device checks", "[operations]") {
+  Fixture f;
+  f.request.size = 8;
+  SECTION("a character device such as /dev/null") {
+    f.devices.kinds["/dev/null"] = lbscrypt::PathKind::character_device;
+    f.request.device = "/dev/null";
+    const auto e = f.refusal();
+    CHECK(e.code == Errc::device);
+    CHECK(e.message ==
+          "/dev/null is a character device, not a block device: dm-crypt needs a "
+          "block device, whatever --size says");
+  }
+  SECTION("a directory") {
+    f.devices.kinds["/tmp"] = lbscrypt::PathKind::directory;
+    f.request.device = "/tmp";
+    CHECK_THAT(f.refusal().message, Catch::StartsWith("/tmp is a directory, not a block device"));
+  }
+  SECTION("a path that is not here, for this machine") {
+    f.request.device = "/dev/absent";
+    const auto e = f.refusal();
+    CHECK(e.code == Errc::device);
+    CHECK_THAT(e.message, Catch::StartsWith("Device /dev/absent does not exist") &&
+                              Catch::Contains("--assume-version"));
+  }
+  SECTION("larger than the device, also for a table for another machine") {
+    f.request.size = 64 * kMiB / 512 + 8;
+    CHECK_THAT(f.refusal().message, Catch::Contains("exceeds"));
+    f.env.assume_version = TargetVersion{1, 30, 0};
+    CHECK_THAT(f.refusal().message, Catch::Contains("exceeds"));
+  }
+  SECTION("a character device, also for a table for another machine") {
+    f.devices.kinds["/dev/null"] = lbscrypt::PathKind::character_device;
+    f.request.device = "/dev/null";
+    f.env.assume_version = TargetVersion{1, 30, 0};
+    CHECK(f.refusal().code == Errc::device);
+  }
+}

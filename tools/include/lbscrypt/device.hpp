@@ -20,6 +20,12 @@ struct LoopDevice {
   std::shared_ptr<int> hold;  // the open descriptor; releasing it closes it
 };
 
+// What a path names (stat, links followed).
+enum class PathKind { missing, block_device, regular_file, directory, character_device, other };
+
+// "a block device", "a directory", ... for messages.
+[[nodiscard]] std::string_view describe(PathKind kind);
+
 class BlockDevices {
  public:
   BlockDevices() = default;
@@ -29,6 +35,9 @@ class BlockDevices {
   BlockDevices &operator=(BlockDevices &&) = delete;
   virtual ~BlockDevices() = default;
 
+  // What the path is: PathKind::missing when it does not exist (ENOENT, ENOTDIR);
+  // Errc::device naming the path and the OS reason when it cannot be looked at.
+  [[nodiscard]] virtual Result<PathKind> path_kind(const std::string &path) = 0;
   // Size in bytes of a block device or regular file. Errc::device when it cannot be opened.
   [[nodiscard]] virtual Result<std::uint64_t> size_bytes(const std::string &path) = 0;
   // True when libcryptsetup finds a LUKS1 or LUKS2 header.

@@ -26,6 +26,30 @@ using detail::FileDescriptor;
 
 class SystemBlockDevices final : public BlockDevices {
  public:
+  Result<PathKind> path_kind(const std::string &path) override {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) {
+        return PathKind::missing;
+      }
+      return make_error(Errc::device, fmt::format("Device {} cannot be looked at: {}", path,
+                                                  std::strerror(errno)));
+    }
+    if (S_ISBLK(st.st_mode)) {
+      return PathKind::block_device;
+    }
+    if (S_ISREG(st.st_mode)) {
+      return PathKind::regular_file;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      return PathKind::directory;
+    }
+    if (S_ISCHR(st.st_mode)) {
+      return PathKind::character_device;
+    }
+    return PathKind::other;
+  }
+
   Result<std::uint64_t> size_bytes(const std::string &path) override {
     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg)
     const FileDescriptor fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -168,6 +192,24 @@ class SystemBlockDevices final : public BlockDevices {
 };
 
 }  // namespace
+
+std::string_view describe(PathKind kind) {
+  switch (kind) {
+    case PathKind::missing:
+      return "missing";
+    case PathKind::block_device:
+      return "a block device";
+    case PathKind::regular_file:
+      return "a regular file";
+    case PathKind::directory:
+      return "a directory";
+    case PathKind::character_device:
+      return "a character device";
+    case PathKind::other:
+      break;
+  }
+  return "neither a block device nor a regular file";
+}
 
 std::unique_ptr<BlockDevices> make_system_block_devices() {
   return std::make_unique<SystemBlockDevices>();

@@ -23,12 +23,37 @@ Result<void> gate(std::uint64_t sector_size, const KnownCapabilities &known, Map
   return check_sector_size(sector_size, known.caps, type);
 }
 
-// The mapping's length in sectors, from --size or the device; and the LUKS rule.
+// The mapping's length in sectors, from --size or the device; and the LUKS rule. --size
+// never skips the device: a path that exists must be a block device (or a regular file,
+// which open attaches to a loop device), and --size must fit in it. Only a table for another
+// machine (--assume-version) may name a path that is not here, or one whose size cannot be
+// read here; its --size then stands in for the device.
 Result<std::uint64_t> mapping_length(const MappingRequest &request, const Environment &env) {
+  const bool offline = env.assume_version.has_value() && request.size.has_value();
+  const auto kind = env.devices->path_kind(request.device);
+  if (!kind) {
+    return kind.error();
+  }
+  if (*kind == PathKind::missing) {
+    if (offline) {
+      return *request.size;
+    }
+    return make_error(
+        Errc::device,
+        fmt::format("Device {} does not exist: give the path of a block device{}", request.device,
+                    request.size ? " (or --assume-version, for a table meant for "
+                                   "another machine)"
+                                 : ""));
+  }
+  if (*kind != PathKind::block_device && *kind != PathKind::regular_file) {
+    return make_error(
+        Errc::device,
+        fmt::format("{} is {}, not a block device: dm-crypt needs a block device{}", request.device,
+                    describe(*kind), request.size ? ", whatever --size says" : ""));
+  }
   const auto bytes = env.devices->size_bytes(request.device);
   if (!bytes) {
-    // A table for another machine may name a device that is not here; --size stands in.
-    if (request.size) {
+    if (offline) {
       return *request.size;
     }
     return bytes.error();
