@@ -549,3 +549,15 @@ TEST_CASE("cli: table words are refused with one line, nothing on stdout", "[cli
   CHECK(cli.kernel.creates == 0);
   CHECK(cli.run({"status", "--target", "", "x"}) == 1);
 }
+
+TEST_CASE("cli open: an unknown --hash is refused before the prompt", "[cli]") {
+  Cli cli;
+  cli.stdin_tty = true;
+  CHECK(cli.run({"open", "-h", "nosuchhash", "/dev/ram0", "x"}) == 1);
+  CHECK(cli.prompts == 0);
+  CHECK_THAT(cli.err.str(), Catch::StartsWith("lbscrypt: --hash 'nosuchhash' is not a hash"));
+  CHECK(cli.kernel.creates == 0);
+  CHECK(cli.run({"open", "-d", "/nonexistent/key", "/dev/ram0", "x"}) == 1);
+  CHECK(cli.err.str() ==
+        "lbscrypt: cannot read the key file /nonexistent/key: No such file or directory\n");
+}
