@@ -6,6 +6,7 @@
 
 #include "cli.hpp"
 #include "fakes.hpp"
+#include "output.hpp"
 
 using lbscrypt::test::FakeBlockDevices;
 using lbscrypt::test::FakeKernel;
@@ -560,4 +561,46 @@ TEST_CASE("cli open: an unknown --hash is refused before the prompt", "[cli]") {
   CHECK(cli.run({"open", "-d", "/nonexistent/key", "/dev/ram0", "x"}) == 1);
   CHECK(cli.err.str() ==
         "lbscrypt: cannot read the key file /nonexistent/key: No such file or directory\n");
+}
+
+namespace {
+std::string json_string(std::string_view text) {
+  std::ostringstream out;
+  lbscrypt::cli::write_json_string(out, text);
+  return out.str();
+}
+}  // namespace
+
+TEST_CASE("json: bytes that are not UTF-8 become \\udcXX, the rest is as nlohmann writes it",
+          "[cli][json]") {
+  CHECK(json_string("/dev/x\xff") == "\"/dev/x\\udcff\"");
+  CHECK(json_string("\xc0\xaf") == "\"\\udcc0\\udcaf\"");             // overlong '/'
+  CHECK(json_string("\xed\xa0\x80") == "\"\\udced\\udca0\\udc80\"");  // a surrogate in UTF-8
+  CHECK(json_string("a\xe2\x82") == "\"a\\udce2\\udc82\"");           // cut short
+  CHECK(json_string("\xf4\x90\x80\x80") == "\"\\udcf4\\udc90\\udc80\\udc80\"");  // > U+10FFFF
+  CHECK(json_string("\xc3\xa9t\xc3\xa9 \xf0\x9f\x94\x91") ==
+        "\"\xc3\xa9t\xc3\xa9 \xf0\x9f\x94\x91\"");
+  const nlohmann::json sample = {{"b", "q\"\\\b\f\n\r\t\x01\x7f"},
+                                 {"a", {1, 2.5, nullptr, true, "\xc3\xa9"}},
+                                 {"c", {{"z", -3}, {"y", nlohmann::json::object()}}}};
+  std::ostringstream out;
+  lbscrypt::cli::write_json(out, sample);
+  CHECK(out.str() == sample.dump());
+}
+
+TEST_CASE("cli table --json: a path that is not UTF-8 is no internal error", "[cli][json]") {
+  Cli cli;
+  const std::string device = "/dev/disk/by-id/caf\xe9";  // Latin-1, as a path may be
+  cli.devices.sizes[device] = 1024ULL * 1024;
+  REQUIRE(cli.run({"table", "--json", "-d", kKeyFile, "--size", "8", device}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::StartsWith("{\"table\":\"0 8 crypt aes-xts-plain64 " + kKeyHex +
+                                              " 0 /dev/disk/by-id/caf\\udce9 0\",") &&
+                                Catch::Contains(",\"device\":\"/dev/disk/by-id/caf\\udce9\","));
+  CHECK(cli.err.str().empty());
+  // status of a mapping on a loop device whose file is not UTF-8
+  cli.devices.sizes["/srv/\xff.img"] = 1024ULL * 1024;
+  cli.devices.regular_files["/srv/\xff.img"] = true;
+  REQUIRE(cli.run({"open", "-d", kKeyFile, "/srv/\xff.img", "img"}) == 0);
+  REQUIRE(cli.run({"status", "--json", "img"}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::Contains("\"loop\":\"/srv/\\udcff.img\""));
 }

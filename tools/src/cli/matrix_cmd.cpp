@@ -14,6 +14,7 @@
 #include <ostream>
 
 #include "lbscrypt/table.hpp"
+#include "output.hpp"
 
 namespace lbscrypt::cli {
 
@@ -152,7 +153,8 @@ void print_matrix(std::ostream &out, const MatrixReport &report, bool json_outpu
           {"page_size", report.page_size},
           {"backing", report.backing_target},
       };
-      out << record.dump() << '\n';
+      write_json(out, record);
+      out << '\n';
     }
     return;
   }
