@@ -55,6 +55,7 @@ class DevicesRef final : public lbscrypt::BlockDevices {
   lbscrypt::Result<lbscrypt::LoopDevice> attach_loop(const std::string &f, bool ro) override {
     return fake_.attach_loop(f, ro);
   }
+  std::optional<std::string> user_of(const std::string &p) override { return fake_.user_of(p); }
   std::optional<std::string> loop_backing_file(const std::string &d) override {
     return fake_.loop_backing_file(d);
   }
@@ -603,4 +604,20 @@ TEST_CASE("cli table --json: a path that is not UTF-8 is no internal error", "[c
   REQUIRE(cli.run({"open", "-d", kKeyFile, "/srv/\xff.img", "img"}) == 0);
   REQUIRE(cli.run({"status", "--json", "img"}) == 0);
   CHECK_THAT(cli.out.str(), Catch::Contains("\"loop\":\"/srv/\\udcff.img\""));
+}
+
+TEST_CASE("cli open: a second mapping over a device in use needs --shared", "[cli]") {
+  Cli cli;
+  cli.stdin_tty = true;
+  REQUIRE(cli.run({"open", "-q", "/dev/ram0", "first"}) == 0);
+  cli.devices.users["/dev/ram0"] = "device-mapper mapping first (dm-0)";  // as sysfs shows it
+  const int prompts = cli.prompts;
+  CHECK(cli.run({"open", "-q", "/dev/ram0", "second"}) == 5);
+  CHECK(cli.prompts == prompts);  // refused before the passphrase
+  CHECK_FALSE(cli.kernel.mappings.contains("second"));
+  CHECK_THAT(cli.err.str(), Catch::StartsWith("lbscrypt: Cannot use device /dev/ram0 which is in "
+                                              "use (held by device-mapper mapping first") &&
+                                Catch::Contains("--shared"));
+  REQUIRE(cli.run({"open", "-q", "--shared", "/dev/ram0", "second"}) == 0);
+  CHECK(cli.kernel.mappings.contains("second"));
 }

@@ -185,6 +185,12 @@ class FakeBlockDevices final : public BlockDevices {
     last_hold = hold;
     return LoopDevice{path, hold};
   }
+  // Who holds a device (what the real one reads from sysfs holders/ and O_EXCL).
+  std::map<std::string, std::string, std::less<>> users;
+  std::optional<std::string> user_of(const std::string &path) override {
+    const auto it = users.find(path);
+    return it == users.end() ? std::nullopt : std::optional(it->second);
+  }
   std::optional<std::string> loop_backing_file(const std::string &device) override {
     const auto it = loops.find(device);
     return it == loops.end() ? std::nullopt : std::optional(it->second);

@@ -416,3 +416,20 @@ TEST_CASE("a --size does not skip the device checks", "[operations]") {
     CHECK(f.refusal().code == Errc::device);
   }
 }
+
+TEST_CASE("a device in use is not mapped again unless shared", "[operations]") {
+  Fixture f;
+  const auto t = lbscrypt::build_table(f.request, Fixture::key(), f.env);
+  REQUIRE(t.ok());
+  f.devices.users["/dev/ram0"] = "device-mapper mapping first (dm-0)";
+  const auto refused = lbscrypt::open_mapping("second", *t, false, f.env);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::busy);
+  CHECK(refused.error().message ==
+        "Cannot use device /dev/ram0 which is in use (held by device-mapper mapping first "
+        "(dm-0)): close that first, or give --shared to map it a second time");
+  CHECK(f.kernel.creates == 0);
+  const auto shared = lbscrypt::open_mapping("second", *t, false, f.env, true);
+  REQUIRE(shared.ok());
+  CHECK(f.kernel.creates == 1);
+}

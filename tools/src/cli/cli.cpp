@@ -51,6 +51,7 @@ struct Options {
   BenchmarkRequest benchmark;
   bool json = false;
   bool read_only = false;
+  bool shared = false;
   bool show_keys = false;
   bool verify = false;
   unsigned timeout_s = 0;
@@ -417,6 +418,8 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   add_mapping_options(*open, o, open_p);
   open->add_option("--type,-M", o.type, "Mapping type: plain")->capture_default_str();
   open->add_flag("--readonly,-r", o.read_only, "Read-only mapping");
+  open->add_flag("--shared", o.shared,
+                 "Map a device that is already in use (another mapping over it), as cryptsetup");
   open->add_option("device", o.mapping.device, "Backing device or regular file")->required();
   open->add_option("name", o.name, "Mapping name")->required();
 
@@ -555,11 +558,15 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
     return benchmark(o, bench_p, *env, services, out, err);
   }
   if (open->parsed()) {
+    // Before the passphrase: a device in use is refused without asking for it.
+    if (const auto free = check_device_free(o.mapping.device, o.shared, *env); !free) {
+      return fail(err, free.error());
+    }
     const auto planned = planned_table(o, *env, services, err);
     if (!planned) {
       return fail(err, planned.error());
     }
-    const auto opened = open_mapping(mapping_name(o.name), *planned, o.read_only, *env);
+    const auto opened = open_mapping(mapping_name(o.name), *planned, o.read_only, *env, o.shared);
     if (!opened) {
       return fail(err, opened.error());
     }

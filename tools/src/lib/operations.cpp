@@ -279,8 +279,21 @@ Result<CheckReport> check(const Environment &env, std::optional<std::uint64_t> s
   return report;
 }
 
+Result<void> check_device_free(const std::string &device, bool shared, const Environment &env) {
+  if (shared || env.devices == nullptr) {
+    return Ok{};
+  }
+  if (const auto user = env.devices->user_of(device)) {
+    return make_error(Errc::busy,
+                      fmt::format("Cannot use device {} which is in use (held by {}): close that "
+                                  "first, or give --shared to map it a second time",
+                                  printable(device), printable(*user)));
+  }
+  return Ok{};
+}
+
 Result<OpenResult> open_mapping(const std::string &name, CryptTable table, bool read_only,
-                                const Environment &env) {
+                                const Environment &env, bool shared) {
   if (env.kernel == nullptr) {
     return make_error(Errc::invalid_argument, "opening a mapping needs the running kernel");
   }
@@ -294,6 +307,9 @@ Result<OpenResult> open_mapping(const std::string &name, CryptTable table, bool 
   }
   if (existing.error().code != Errc::not_found) {
     return existing.error();
+  }
+  if (auto free = check_device_free(table.device, shared, env); !free) {
+    return free.error();
   }
   OpenResult result;
   LoopDevice loop;  // held until the mapping holds the loop device itself
