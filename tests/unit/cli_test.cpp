@@ -6,6 +6,7 @@
 
 #include "cli.hpp"
 #include "fakes.hpp"
+#include "output.hpp"
 
 using lbscrypt::test::FakeBlockDevices;
 using lbscrypt::test::FakeKernel;
@@ -40,6 +41,9 @@ class KernelRef final : public lbscrypt::Kernel {
 class DevicesRef final : public lbscrypt::BlockDevices {
  public:
   explicit DevicesRef(FakeBlockDevices &fake) : fake_(fake) {}
+  lbscrypt::Result<lbscrypt::PathKind> path_kind(const std::string &p) override {
+    return fake_.path_kind(p);
+  }
   lbscrypt::Result<std::uint64_t> size_bytes(const std::string &p) override {
     return fake_.size_bytes(p);
   }
@@ -51,6 +55,7 @@ class DevicesRef final : public lbscrypt::BlockDevices {
   lbscrypt::Result<lbscrypt::LoopDevice> attach_loop(const std::string &f, bool ro) override {
     return fake_.attach_loop(f, ro);
   }
+  std::optional<std::string> user_of(const std::string &p) override { return fake_.user_of(p); }
   std::optional<std::string> loop_backing_file(const std::string &d) override {
     return fake_.loop_backing_file(d);
   }
@@ -418,7 +423,8 @@ TEST_CASE("cli exit codes and messages are cryptsetup's", "[cli]") {
   CHECK(cli.err.str() == "lbscrypt: Device x is still in use.\n");
   cli.kernel.mappings.at("x").info.open_count = 0;
   CHECK(cli.run({"close", "-v", "/dev/mapper/x"}) == 0);
-  CHECK(cli.out.str() == "Command successful.\n");
+  CHECK(cli.out.str().empty());
+  CHECK(cli.err.str() == "Command successful.\n");
   CHECK(cli.run({"close", "x"}) == 4);
   CHECK(cli.err.str() == "lbscrypt: Device x is not active.\n");
   CHECK(cli.run({"status", "x"}) == 4);
@@ -475,4 +481,143 @@ TEST_CASE("cli open: a regular file through a loop device, shown by status", "[c
   cli.kernel.mappings.at("img").line.params.append("aes-xts-plain64 " + kKeyHex + " 0 7:0 0");
   REQUIRE(cli.run({"status", "img"}) == 0);
   CHECK_THAT(cli.out.str(), Catch::Contains("  device:  /dev/loop0\n  loop:    /srv/disk.img\n"));
+}
+
+TEST_CASE("cli: -v talks on standard error, stdout is only the table", "[cli]") {
+  Cli cli;
+  const std::vector<std::string> table = {"table", "-d", kKeyFile, "--size", "2048", "/dev/ram0"};
+  REQUIRE(cli.run(table) == 0);
+  const std::string line = cli.out.str();
+  CHECK(line == "0 2048 crypt aes-xts-plain64 " + kKeyHex + " 0 /dev/ram0 0\n");
+  auto verbose = table;
+  verbose.insert(verbose.begin() + 1, "-v");
+  REQUIRE(cli.run(verbose) == 0);
+  CHECK(cli.out.str() == line);  // one line: what dmsetup create reads
+  CHECK(cli.err.str() == "Command successful.\n");
+  REQUIRE(cli.run({"-v", "check"}) == 0);
+  CHECK(cli.out.str().find("Command successful.") == std::string::npos);
+  CHECK(cli.err.str() == "Command successful.\n");
+}
+
+TEST_CASE("cli: -q, -v and --debug are taken before the command as after it", "[cli]") {
+  Cli cli;
+  cli.stdin_tty = true;
+  REQUIRE(cli.run({"-q", "open", "/dev/ram0", "x"}) == 0);
+  CHECK(cli.err.str().empty());  // no 2.7 defaults warning
+  CHECK(cli.kernel.mappings.contains("x"));
+  REQUIRE(cli.run({"--batch-mode", "-v", "close", "x"}) == 0);
+  CHECK(cli.err.str() == "Command successful.\n");
+  REQUIRE(cli.run({"--debug", "table", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK_THAT(cli.err.str(), Catch::StartsWith("# lbscrypt "));
+  CHECK(cli.run({"-q", "status", "x"}) == 4);
+  CHECK(cli.run({"-q", "-v", "check"}) == 0);
+  // matrix takes them too (it refuses without root before anything else)
+  CHECK(cli.run({"-q", "matrix", "-v"}) == 2);
+  CHECK_THAT(cli.err.str(), Catch::Contains("root"));
+}
+
+TEST_CASE("cli table: -q drops the note about the hidden key, not the hiding", "[cli]") {
+  Cli cli;
+  cli.stdout_tty = true;
+  REQUIRE(cli.run({"table", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK_THAT(cli.err.str(), Catch::Contains("--showkeys"));
+  REQUIRE(cli.run({"table", "-q", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK(cli.err.str().empty());
+  CHECK(cli.out.str().find(kKeyHex) == std::string::npos);
+}
+
+TEST_CASE("cli: table words are refused with one line, nothing on stdout", "[cli]") {
+  Cli cli;
+  cli.devices.sizes["/dev/a b"] = 1024ULL * 1024;
+  CHECK(cli.run({"table", "-d", kKeyFile, "/dev/a b"}) == 1);
+  CHECK(cli.out.str().empty());
+  CHECK(cli.err.str() ==
+        "lbscrypt: device '/dev/a b' contains a space: a dm table line cannot carry it as one "
+        "word; use a path without whitespace, control characters or backslashes (a "
+        "/dev/disk/by-id/ or by-partuuid link, or the /dev node itself)\n");
+  CHECK(cli.run({"table", "-d", kKeyFile, "--size", "8", "/dev/x\n0 8 zero"}) == 1);
+  CHECK(cli.out.str().empty());
+  CHECK(cli.run({"table", "-d", kKeyFile, "-c", "aes-xts-plain64 extra", "/dev/ram0"}) == 1);
+  CHECK_THAT(cli.err.str(), Catch::Contains("--cipher 'aes-xts-plain64 extra' contains a space"));
+  CHECK(cli.out.str().empty());
+  CHECK(cli.run({"table", "-d", kKeyFile, "--target", "", "/dev/ram0"}) == 1);
+  CHECK_THAT(cli.err.str(), Catch::StartsWith("lbscrypt: --target '' is not a device-mapper"));
+  CHECK(cli.out.str().empty());
+  // open: refused before the passphrase is asked for and before the kernel is touched
+  cli.stdin_tty = true;
+  CHECK(cli.run({"open", "--target", "crypt lbs", "/dev/ram0", "x"}) == 1);
+  CHECK(cli.run({"open", "/dev/a b", "x"}) == 1);
+  CHECK(cli.prompts == 0);
+  CHECK(cli.kernel.creates == 0);
+  CHECK(cli.run({"status", "--target", "", "x"}) == 1);
+}
+
+TEST_CASE("cli open: an unknown --hash is refused before the prompt", "[cli]") {
+  Cli cli;
+  cli.stdin_tty = true;
+  CHECK(cli.run({"open", "-h", "nosuchhash", "/dev/ram0", "x"}) == 1);
+  CHECK(cli.prompts == 0);
+  CHECK_THAT(cli.err.str(), Catch::StartsWith("lbscrypt: --hash 'nosuchhash' is not a hash"));
+  CHECK(cli.kernel.creates == 0);
+  CHECK(cli.run({"open", "-d", "/nonexistent/key", "/dev/ram0", "x"}) == 1);
+  CHECK(cli.err.str() ==
+        "lbscrypt: cannot read the key file /nonexistent/key: No such file or directory\n");
+}
+
+namespace {
+std::string json_string(std::string_view text) {
+  std::ostringstream out;
+  lbscrypt::cli::write_json_string(out, text);
+  return out.str();
+}
+}  // namespace
+
+TEST_CASE("json: bytes that are not UTF-8 become \\udcXX, the rest is as nlohmann writes it",
+          "[cli][json]") {
+  CHECK(json_string("/dev/x\xff") == "\"/dev/x\\udcff\"");
+  CHECK(json_string("\xc0\xaf") == "\"\\udcc0\\udcaf\"");             // overlong '/'
+  CHECK(json_string("\xed\xa0\x80") == "\"\\udced\\udca0\\udc80\"");  // a surrogate in UTF-8
+  CHECK(json_string("a\xe2\x82") == "\"a\\udce2\\udc82\"");           // cut short
+  CHECK(json_string("\xf4\x90\x80\x80") == "\"\\udcf4\\udc90\\udc80\\udc80\"");  // > U+10FFFF
+  CHECK(json_string("\xc3\xa9t\xc3\xa9 \xf0\x9f\x94\x91") ==
+        "\"\xc3\xa9t\xc3\xa9 \xf0\x9f\x94\x91\"");
+  const nlohmann::json sample = {{"b", "q\"\\\b\f\n\r\t\x01\x7f"},
+                                 {"a", {1, 2.5, nullptr, true, "\xc3\xa9"}},
+                                 {"c", {{"z", -3}, {"y", nlohmann::json::object()}}}};
+  std::ostringstream out;
+  lbscrypt::cli::write_json(out, sample);
+  CHECK(out.str() == sample.dump());
+}
+
+TEST_CASE("cli table --json: a path that is not UTF-8 is no internal error", "[cli][json]") {
+  Cli cli;
+  const std::string device = "/dev/disk/by-id/caf\xe9";  // Latin-1, as a path may be
+  cli.devices.sizes[device] = 1024ULL * 1024;
+  REQUIRE(cli.run({"table", "--json", "-d", kKeyFile, "--size", "8", device}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::StartsWith("{\"table\":\"0 8 crypt aes-xts-plain64 " + kKeyHex +
+                                              " 0 /dev/disk/by-id/caf\\udce9 0\",") &&
+                                Catch::Contains(",\"device\":\"/dev/disk/by-id/caf\\udce9\","));
+  CHECK(cli.err.str().empty());
+  // status of a mapping on a loop device whose file is not UTF-8
+  cli.devices.sizes["/srv/\xff.img"] = 1024ULL * 1024;
+  cli.devices.regular_files["/srv/\xff.img"] = true;
+  REQUIRE(cli.run({"open", "-d", kKeyFile, "/srv/\xff.img", "img"}) == 0);
+  REQUIRE(cli.run({"status", "--json", "img"}) == 0);
+  CHECK_THAT(cli.out.str(), Catch::Contains("\"loop\":\"/srv/\\udcff.img\""));
+}
+
+TEST_CASE("cli open: a second mapping over a device in use needs --shared", "[cli]") {
+  Cli cli;
+  cli.stdin_tty = true;
+  REQUIRE(cli.run({"open", "-q", "/dev/ram0", "first"}) == 0);
+  cli.devices.users["/dev/ram0"] = "device-mapper mapping first (dm-0)";  // as sysfs shows it
+  const int prompts = cli.prompts;
+  CHECK(cli.run({"open", "-q", "/dev/ram0", "second"}) == 5);
+  CHECK(cli.prompts == prompts);  // refused before the passphrase
+  CHECK_FALSE(cli.kernel.mappings.contains("second"));
+  CHECK_THAT(cli.err.str(), Catch::StartsWith("lbscrypt: Cannot use device /dev/ram0 which is in "
+                                              "use (held by device-mapper mapping first") &&
+                                Catch::Contains("--shared"));
+  REQUIRE(cli.run({"open", "-q", "--shared", "/dev/ram0", "second"}) == 0);
+  CHECK(cli.kernel.mappings.contains("second"));
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -82,4 +83,40 @@ TEST_CASE("LUKS headers are found by libcryptsetup, zeros are not LUKS", "[devic
 TEST_CASE("major:minor resolves through sysfs, or stays as it is", "[device]") {
   const auto devices = lbscrypt::make_system_block_devices();
   CHECK(devices->resolve("4095:1048575") == "4095:1048575");
+}
+
+TEST_CASE("what a path is, from stat", "[device]") {
+  const auto devices = lbscrypt::make_system_block_devices();
+  using lbscrypt::PathKind;
+  const TempImage image(4096);
+  CHECK(devices->path_kind(image.path()).value() == PathKind::regular_file);
+  CHECK(devices->path_kind("/dev/null").value() == PathKind::character_device);
+  CHECK(devices->path_kind("/tmp").value() == PathKind::directory);
+  CHECK(devices->path_kind("/nonexistent/lbscrypt-dev").value() == PathKind::missing);
+  CHECK(devices->path_kind(image.path() + "/below-a-file").value() == PathKind::missing);
+  CHECK(lbscrypt::describe(PathKind::character_device) == "a character device");
+}
+
+TEST_CASE("holders come from sysfs: mappings by their dm name, others by theirs", "[device]") {
+  char root[] = "/tmp/lbscrypt-sysfs-XXXXXX";
+  REQUIRE(mkdtemp(root) != nullptr);
+  const std::filesystem::path sysfs(root);
+  const auto holders = sysfs / "dev" / "block" / "8:1" / "holders";
+  std::filesystem::create_directories(holders / "dm-3" / "dm");
+  std::ofstream(holders / "dm-3" / "dm" / "name") << "data\n";
+  std::filesystem::create_directories(holders / "md0");
+  std::filesystem::create_directories(sysfs / "dev" / "block" / "8:2" / "holders");
+
+  CHECK(lbscrypt::block_device_holders(sysfs, 8, 1) ==
+        std::vector<std::string>{"device-mapper mapping data (dm-3)", "md0"});
+  CHECK(lbscrypt::block_device_holders(sysfs, 8, 2).empty());  // free
+  CHECK(lbscrypt::block_device_holders(sysfs, 8, 3).empty());  // not known
+  std::filesystem::remove_all(sysfs);
+}
+
+TEST_CASE("only a block device can be in use", "[device]") {
+  const TempImage image(4096);
+  const auto devices = lbscrypt::make_system_block_devices();
+  CHECK_FALSE(devices->user_of(image.path()).has_value());
+  CHECK_FALSE(devices->user_of("/nonexistent/lbscrypt-dev").has_value());
 }

@@ -137,6 +137,18 @@ class FakeBlockDevices final : public BlockDevices {
  public:
   std::map<std::string, std::uint64_t, std::less<>> sizes;  // bytes
   std::map<std::string, bool, std::less<>> luks;
+  // What a path is when it is not a block device of `sizes` or a regular file.
+  std::map<std::string, PathKind, std::less<>> kinds;
+
+  Result<PathKind> path_kind(const std::string &path) override {
+    if (const auto it = kinds.find(path); it != kinds.end()) {
+      return it->second;
+    }
+    if (is_regular_file(path)) {
+      return PathKind::regular_file;
+    }
+    return sizes.contains(path) ? PathKind::block_device : PathKind::missing;
+  }
 
   Result<std::uint64_t> size_bytes(const std::string &path) override {
     const auto it = sizes.find(path);
@@ -172,6 +184,12 @@ class FakeBlockDevices final : public BlockDevices {
     auto hold = std::make_shared<int>(-1);
     last_hold = hold;
     return LoopDevice{path, hold};
+  }
+  // Who holds a device (what the real one reads from sysfs holders/ and O_EXCL).
+  std::map<std::string, std::string, std::less<>> users;
+  std::optional<std::string> user_of(const std::string &path) override {
+    const auto it = users.find(path);
+    return it == users.end() ? std::nullopt : std::optional(it->second);
   }
   std::optional<std::string> loop_backing_file(const std::string &device) override {
     const auto it = loops.find(device);

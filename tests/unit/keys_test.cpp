@@ -261,3 +261,85 @@ TEST_CASE("the default hash is sha256", "[keys]") {
   CHECK(std::string(lbscrypt::kDefaultCipher) == "aes-xts-plain64");
   CHECK(lbscrypt::kDefaultKeyBits == 256U);
 }
+
+// Known answers computed independently (printf '' | sha256sum; printf A | sha256sum; Python
+// hashlib for ripemd160) by cryptsetup's plain rule: H("") || H("A") ... cut to the key size.
+TEST_CASE("an empty passphrase is hashed as cryptsetup hashes it", "[keys]") {
+  const std::string sha256_empty =
+      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+  const std::string sha256_a = "559aead08264d5795d3909718cdd05abd49572e84fe55590eef31a88a08fdffd";
+  struct Row {
+    const char *hash;
+    std::size_t bytes;
+    std::string expected;
+  };
+  const Row rows[] = {
+      {"sha256", 32, sha256_empty},
+      {"sha256", 64, sha256_empty + sha256_a},  // key-size extension: the "A" round
+      {"sha256:16", 32, sha256_empty.substr(0, 32) + std::string(32, '0')},
+      {"sha512", 32, "cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce"},
+      {"ripemd160", 32, "9c1185a5c5e9fc54612808977ee8f548b2258d31ddadef707ba62c166051b9e3"},
+  };
+  for (const auto &row : rows) {
+    INFO(row.hash << " " << row.bytes);
+    const auto key = lbscrypt::make_plain_key(hashed(row.hash, row.bytes), SecretBuffer());
+    REQUIRE(key.ok());
+    CHECK(hex(*key) == row.expected);
+  }
+  // echo | lbscrypt ...: the line is empty once its newline is dropped
+  with_stdin("\n", [&] {
+    KeyOptions o;
+    o.hash = "sha256";
+    const auto key = lbscrypt::derive_plain_key(o, false, nullptr);
+    REQUIRE(key.ok());
+    CHECK(hex(key->key) == sha256_empty);
+  });
+  // and from a terminal
+  KeyOptions o;
+  o.hash = "sha256";
+  const auto key = lbscrypt::derive_plain_key(
+      o, true, [](std::size_t) { return lbscrypt::Result<SecretBuffer>(SecretBuffer()); });
+  REQUIRE(key.ok());
+  CHECK(hex(key->key) == sha256_empty);
+}
+
+TEST_CASE("a key file that cannot be read is named with the OS's reason", "[keys]") {
+  KeyOptions o;
+  o.key_file = "/nonexistent/lbscrypt-key";
+  auto key = lbscrypt::derive_plain_key(o, false, nullptr);
+  REQUIRE_FALSE(key.ok());
+  CHECK(key.error().code == lbscrypt::Errc::key);
+  CHECK(key.error().message ==
+        "cannot read the key file /nonexistent/lbscrypt-key: No such file or directory");
+  o.key_file = "/tmp";
+  key = lbscrypt::derive_plain_key(o, false, nullptr);
+  REQUIRE_FALSE(key.ok());
+  CHECK(key.error().message == "cannot read the key file /tmp: Is a directory");
+  o.key_file = std::string(LBSCRYPT_TEST_DATA) + "/keyfile-64.bin";
+  o.keyfile_offset = 64;
+  key = lbscrypt::derive_plain_key(o, false, nullptr);
+  REQUIRE_FALSE(key.ok());
+  CHECK_THAT(key.error().message,
+             Catch::EndsWith("holds 64 bytes; --keyfile-offset 64 is past its end"));
+}
+
+TEST_CASE("an unknown hash is refused before the passphrase is asked for", "[keys]") {
+  KeyOptions o;
+  o.hash = "nosuchhash";
+  int asked = 0;
+  const lbscrypt::TerminalReader reader = [&](std::size_t) {
+    ++asked;
+    return lbscrypt::Result<SecretBuffer>(text("pw"));
+  };
+  const auto key = lbscrypt::derive_plain_key(o, true, reader);
+  REQUIRE_FALSE(key.ok());
+  CHECK(asked == 0);
+  CHECK(key.error().code == lbscrypt::Errc::invalid_argument);
+  CHECK_THAT(key.error().message, Catch::StartsWith("--hash 'nosuchhash' is not a hash"));
+  KeyPlan plan = hashed("sha256", 32);
+  CHECK(lbscrypt::check_plain_hash(plan).ok());
+  plan.hash = "sha256:33";  // longer than the hash
+  CHECK_FALSE(lbscrypt::check_plain_hash(plan).ok());
+  plan.hash.reset();  // a key file: no hash to check
+  CHECK(lbscrypt::check_plain_hash(plan).ok());
+}

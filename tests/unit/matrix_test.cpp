@@ -290,3 +290,10 @@ TEST_CASE("cli matrix: --sizes adds to the defaults, bad spellings are refused",
   CHECK(bad.err.str().starts_with("lbscrypt: --sizes '4096,,512'"));
   CHECK(bad.run({"--no-defaults"}) == 1);
 }
+
+TEST_CASE("cli matrix: a --target that is no target name is refused first", "[matrix][cli]") {
+  MatrixCli cli;
+  CHECK(cli.run({"--target", "crypt lbs"}) == 1);
+  CHECK_THAT(cli.err.str(), Catch::StartsWith("lbscrypt: --target 'crypt lbs'"));
+  CHECK(cli.kernel == nullptr);
+}

@@ -350,3 +350,86 @@ TEST_CASE("close refuses mappings of other targets", "[operations]") {
   CHECK_THAT(closed.error().message, Catch::Contains("'linear' mapping"));
   CHECK(f.kernel.removes == 0);
 }
+
+TEST_CASE("every word of the line is checked before anything is asked", "[operations]") {
+  Fixture f;
+  SECTION("a device path with a space") {
+    f.devices.sizes["/dev/a b"] = 64 * kMiB;
+    f.request.device = "/dev/a b";
+    const auto e = f.refusal();
+    CHECK(e.code == Errc::invalid_argument);
+    CHECK_THAT(e.message, Catch::StartsWith("device '/dev/a b' contains a space"));
+  }
+  SECTION("a device path with a newline (a second table line)") {
+    f.request.device = "/dev/ram0\n0 8 linear /dev/sda";
+    f.request.size = 8;
+    CHECK_THAT(f.refusal().message, Catch::Contains("line break"));
+  }
+  SECTION("a cipher with a second word") {
+    f.request.cipher = "aes-xts-plain64 extra";
+    const auto e = f.refusal();
+    CHECK(e.code == Errc::invalid_argument);
+    CHECK_THAT(e.message, Catch::StartsWith("--cipher 'aes-xts-plain64 extra' contains a space"));
+  }
+  SECTION("an empty or malformed target") {
+    f.env.target_type = "";
+    CHECK_THAT(f.refusal().message, Catch::StartsWith("--target ''"));
+    f.env.target_type = "crypt x";
+    CHECK_THAT(f.refusal().message, Catch::StartsWith("--target 'crypt x'"));
+  }
+}
+
+TEST_CASE("a --size does not skip the device checks", "[operations]") {
+  Fixture f;
+  f.request.size = 8;
+  SECTION("a character device such as /dev/null") {
+    f.devices.kinds["/dev/null"] = lbscrypt::PathKind::character_device;
+    f.request.device = "/dev/null";
+    const auto e = f.refusal();
+    CHECK(e.code == Errc::device);
+    CHECK(e.message ==
+          "/dev/null is a character device, not a block device: dm-crypt needs a "
+          "block device, whatever --size says");
+  }
+  SECTION("a directory") {
+    f.devices.kinds["/tmp"] = lbscrypt::PathKind::directory;
+    f.request.device = "/tmp";
+    CHECK_THAT(f.refusal().message, Catch::StartsWith("/tmp is a directory, not a block device"));
+  }
+  SECTION("a path that is not here, for this machine") {
+    f.request.device = "/dev/absent";
+    const auto e = f.refusal();
+    CHECK(e.code == Errc::device);
+    CHECK_THAT(e.message, Catch::StartsWith("Device /dev/absent does not exist") &&
+                              Catch::Contains("--assume-version"));
+  }
+  SECTION("larger than the device, also for a table for another machine") {
+    f.request.size = 64 * kMiB / 512 + 8;
+    CHECK_THAT(f.refusal().message, Catch::Contains("exceeds"));
+    f.env.assume_version = TargetVersion{1, 30, 0};
+    CHECK_THAT(f.refusal().message, Catch::Contains("exceeds"));
+  }
+  SECTION("a character device, also for a table for another machine") {
+    f.devices.kinds["/dev/null"] = lbscrypt::PathKind::character_device;
+    f.request.device = "/dev/null";
+    f.env.assume_version = TargetVersion{1, 30, 0};
+    CHECK(f.refusal().code == Errc::device);
+  }
+}
+
+TEST_CASE("a device in use is not mapped again unless shared", "[operations]") {
+  Fixture f;
+  const auto t = lbscrypt::build_table(f.request, Fixture::key(), f.env);
+  REQUIRE(t.ok());
+  f.devices.users["/dev/ram0"] = "device-mapper mapping first (dm-0)";
+  const auto refused = lbscrypt::open_mapping("second", *t, false, f.env);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::busy);
+  CHECK(refused.error().message ==
+        "Cannot use device /dev/ram0 which is in use (held by device-mapper mapping first "
+        "(dm-0)): close that first, or give --shared to map it a second time");
+  CHECK(f.kernel.creates == 0);
+  const auto shared = lbscrypt::open_mapping("second", *t, false, f.env, true);
+  REQUIRE(shared.ok());
+  CHECK(f.kernel.creates == 1);
+}

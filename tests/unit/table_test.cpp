@@ -163,3 +163,48 @@ TEST_CASE("mutated kernel lines either fail cleanly or round-trip", "[table][fuz
   CHECK(accepted > 100);
   CHECK(refused > 100);
 }
+
+TEST_CASE("a table word is one word to the kernel's splitter", "[table]") {
+  using lbscrypt::check_table_word;
+  CHECK(check_table_word("device", "/dev/ram0").ok());
+  CHECK(check_table_word("device", "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4-part1").ok());
+  CHECK(check_table_word("device", "/dev/\xc3\xa9t\xc3\xa9").ok());  // UTF-8 without 0xa0
+  struct Row {
+    const char *word;
+    const char *says;
+  };
+  const Row rows[] = {
+      {"/dev/a b", "'/dev/a b' contains a space"},
+      {"/dev/a\nb", "'/dev/a\\nb' contains a line break"},
+      {"/dev/a\tb", "'/dev/a\\tb' contains whitespace"},
+      {"/dev/a\x01", "'/dev/a\\x01' contains a control character"},
+      {"/dev/a\x7f", "contains a control character"},
+      {"/dev/\xc3\xa0", "contains a space"},  // "à": 0xa0 is whitespace to the kernel
+      {"/dev/a\\ b", "contains a backslash"},
+  };
+  for (const auto &row : rows) {
+    INFO(row.word);
+    const auto r = check_table_word("device", row.word);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == lbscrypt::Errc::invalid_argument);
+    CHECK_THAT(r.error().message, Catch::StartsWith("device ") && Catch::Contains(row.says));
+    CHECK(r.error().message.find('\n') == std::string::npos);  // one line
+  }
+  const auto empty = check_table_word("--cipher", "");
+  REQUIRE_FALSE(empty.ok());
+  CHECK_THAT(empty.error().message, Catch::StartsWith("--cipher is empty"));
+}
+
+TEST_CASE("target names are what the kernel registers", "[table]") {
+  using lbscrypt::check_target_name;
+  for (const char *good : {"crypt", "crypt_lbs", "thin-pool", "snapshot-origin", "a"}) {
+    INFO(good);
+    CHECK(check_target_name(good).ok());
+  }
+  for (const char *bad : {"", "crypt lbs", "crypt\n", "crypt/x", "a-name-of-16-chr", "cr:ypt"}) {
+    INFO(bad);
+    const auto r = check_target_name(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::StartsWith("--target '"));
+  }
+}

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lbscrypt/result.hpp"
 
@@ -20,6 +22,12 @@ struct LoopDevice {
   std::shared_ptr<int> hold;  // the open descriptor; releasing it closes it
 };
 
+// What a path names (stat, links followed).
+enum class PathKind { missing, block_device, regular_file, directory, character_device, other };
+
+// "a block device", "a directory", ... for messages.
+[[nodiscard]] std::string_view describe(PathKind kind);
+
 class BlockDevices {
  public:
   BlockDevices() = default;
@@ -29,6 +37,9 @@ class BlockDevices {
   BlockDevices &operator=(BlockDevices &&) = delete;
   virtual ~BlockDevices() = default;
 
+  // What the path is: PathKind::missing when it does not exist (ENOENT, ENOTDIR);
+  // Errc::device naming the path and the OS reason when it cannot be looked at.
+  [[nodiscard]] virtual Result<PathKind> path_kind(const std::string &path) = 0;
   // Size in bytes of a block device or regular file. Errc::device when it cannot be opened.
   [[nodiscard]] virtual Result<std::uint64_t> size_bytes(const std::string &path) = 0;
   // True when libcryptsetup finds a LUKS1 or LUKS2 header.
@@ -39,10 +50,22 @@ class BlockDevices {
   [[nodiscard]] virtual bool is_regular_file(const std::string &path) = 0;
   // Attaches a free loop device to a regular file, as cryptsetup does (autoclear).
   [[nodiscard]] virtual Result<LoopDevice> attach_loop(const std::string &file, bool read_only) = 0;
+  // Who holds a block device: a device-mapper mapping or another holder (sysfs holders/), or
+  // a mounted filesystem or a program that opened it exclusively (O_EXCL gives EBUSY).
+  // nullopt when nothing does, or the path is not a block device.
+  [[nodiscard]] virtual std::optional<std::string> user_of(const std::string &path) = 0;
   // The file behind /dev/loopN, when the device is a loop device with one.
   [[nodiscard]] virtual std::optional<std::string> loop_backing_file(const std::string &device) = 0;
 };
 
 [[nodiscard]] std::unique_ptr<BlockDevices> make_system_block_devices();
+
+// The holders of block device MAJOR:MINOR under `sysfs` (normally /sys): one entry per
+// <sysfs>/dev/block/MAJOR:MINOR/holders/<dev>, "device-mapper mapping NAME (dm-N)" where the
+// holder is a mapping (its dm/name), else the holder's name (md0, ...). Sorted; empty when
+// there are none or sysfs does not know the device.
+[[nodiscard]] std::vector<std::string> block_device_holders(const std::filesystem::path &sysfs,
+                                                            std::uint32_t major,
+                                                            std::uint32_t minor);
 
 }  // namespace lbscrypt

@@ -64,6 +64,10 @@ using TerminalReader = std::function<Result<SecretBuffer>(std::size_t max_size)>
 [[nodiscard]] Result<SecretBuffer> make_plain_key(const KeyPlan &plan,
                                                   const SecretBuffer &material);
 
+// Errc::invalid_argument when the plan's hash is one libcryptsetup cannot make the key with
+// (an unknown name, HASH:N longer than the hash). Checked before any passphrase is asked for.
+[[nodiscard]] Result<void> check_plain_hash(const KeyPlan &plan);
+
 struct PlainKey {
   SecretBuffer key;
   KeyPlan plan;

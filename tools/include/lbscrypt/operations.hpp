@@ -89,10 +89,18 @@ struct OpenResult {
   std::optional<std::string> loop_file;  // the regular file behind the loop device attached
 };
 
+// Errc::busy, naming the holder, when `device` is held by a device-mapper mapping, another
+// holder, a mounted filesystem or an exclusive opener, unless `shared` (cryptsetup's
+// --shared for plain mappings). A regular file (open attaches a loop device) is never held.
+[[nodiscard]] Result<void> check_device_free(const std::string &device, bool shared,
+                                             const Environment &env);
+
 // Creates the mapping with DM UUID CRYPT-PLAIN-<name>. A regular file gets a loop device first
-// (autoclear: it goes away with the mapping). Errc::exists when the name is taken.
+// (autoclear: it goes away with the mapping). Errc::exists when the name is taken; Errc::busy
+// when the device is in use (check_device_free) and not `shared`.
 [[nodiscard]] Result<OpenResult> open_mapping(const std::string &name, CryptTable table,
-                                              bool read_only, const Environment &env);
+                                              bool read_only, const Environment &env,
+                                              bool shared = false);
 
 // Errc::not_found when there is no such mapping, Errc::busy when it is in use.
 [[nodiscard]] Result<void> close_mapping(const std::string &name, const Environment &env);

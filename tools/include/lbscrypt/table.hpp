@@ -93,6 +93,20 @@ enum class KeyDisplay { show, hide };
                                              KeyDisplay keys = KeyDisplay::show,
                                              std::string_view target_name = "crypt");
 
+// Checks that `word` can stand as one word of a table line, as the kernel splits it
+// (dm_split_args): not empty, no whitespace (byte 0xa0 is whitespace to the kernel's ctype),
+// no control character, no backslash (the kernel's escape). `field` names it in the error,
+// which says what to do.
+[[nodiscard]] Result<void> check_table_word(std::string_view field, std::string_view word);
+
+// Checks a device-mapper target name: 1 to 15 letters, digits, '_' or '-' (the kernel's
+// DM_MAX_TYPE_NAME is 16 with its NUL).
+[[nodiscard]] Result<void> check_target_name(std::string_view name);
+
+// `text` with control characters, backslashes and bytes >= 0x7f written as C escapes
+// (\n, \t, \xNN): one printable line for an error message.
+[[nodiscard]] std::string printable(std::string_view text);
+
 // Size of the key in bytes (0 for "-"), whichever form it has.
 [[nodiscard]] std::uint32_t key_size_bytes(const KeySpec &key);
 

@@ -51,6 +51,7 @@ struct Options {
   BenchmarkRequest benchmark;
   bool json = false;
   bool read_only = false;
+  bool shared = false;
   bool show_keys = false;
   bool verify = false;
   unsigned timeout_s = 0;
@@ -80,10 +81,12 @@ struct Parsed {
 
 bool given(const CLI::Option *option) { return option != nullptr && option->count() != 0; }
 
+// -v, -q and --debug change standard error only; they are taken before the command as after it.
 void add_common_flags(CLI::App &cmd, Options &o) {
-  cmd.add_flag("--verbose,-v", o.verbose, "Say \"Command successful.\" at the end");
+  cmd.add_flag("--verbose,-v", o.verbose,
+               "Say \"Command successful.\" at the end (on standard error)");
   cmd.add_flag("--debug", o.debug, "Print what is decided, and why, on standard error");
-  cmd.add_flag("--batch-mode,-q", o.quiet, "No warnings");
+  cmd.add_flag("--batch-mode,-q", o.quiet, "No warnings or notes");
 }
 
 void add_environment_options(CLI::App &cmd, Options &o, Parsed &p) {
@@ -220,6 +223,9 @@ Result<Environment> make_environment(const Options &o, const Parsed &p, const Se
                                      std::unique_ptr<Kernel> &kernel,
                                      std::unique_ptr<BlockDevices> &devices) {
   Environment env;
+  if (auto r = check_target_name(o.target_type); !r) {
+    return r.error();
+  }
   env.target_type = o.target_type;
   if (given(p.assume_version)) {
     auto version = parse_target_version(o.assume_version);
@@ -302,9 +308,11 @@ std::string status_path(const std::string &argument) {
   return argument.find('/') != std::string::npos ? argument : "/dev/mapper/" + argument;
 }
 
-int succeed(std::ostream &out, const Options &o) {
+// "Command successful." is chatter: standard error, so a command's standard output stays
+// what it produces (a table line for dmsetup, JSON, a status).
+int succeed(std::ostream &err, const Options &o) {
   if (o.verbose) {
-    out << "Command successful.\n";
+    err << "Command successful.\n";
   }
   return kExitOk;
 }
@@ -345,7 +353,7 @@ int benchmark(const Options &o, const Parsed &p, const Environment &env, const S
     return fail(err, report.error());
   }
   print_benchmark(out, *report, o.target_type, o.json);
-  return succeed(out, o);
+  return succeed(err, o);
 }
 
 }  // namespace
@@ -392,6 +400,7 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   app.set_version_flag("--version", std::string("lbscrypt ") + kToolVersion);
   app.require_subcommand(1);
   Options o;
+  add_common_flags(app, o);
   Parsed table_p;
   Parsed open_p;
   Parsed check_p;
@@ -409,6 +418,8 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   add_mapping_options(*open, o, open_p);
   open->add_option("--type,-M", o.type, "Mapping type: plain")->capture_default_str();
   open->add_flag("--readonly,-r", o.read_only, "Read-only mapping");
+  open->add_flag("--shared", o.shared,
+                 "Map a device that is already in use (another mapping over it), as cryptsetup");
   open->add_option("device", o.mapping.device, "Backing device or regular file")->required();
   open->add_option("name", o.name, "Mapping name")->required();
 
@@ -435,7 +446,8 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   add_common_flags(*check_cmd, o);
 
   MatrixArgs matrix_args;
-  const auto *matrix = add_matrix_command(app, matrix_args);
+  auto *matrix = add_matrix_command(app, matrix_args);
+  add_common_flags(*matrix, o);
 
   auto *bench = app.add_subcommand("benchmark", "The kernel's cipher per unit size (AF_ALG)");
   bench->set_help_flag("--help");
@@ -528,11 +540,11 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
     const bool hide = services.stdout_is_terminal && !o.show_keys;
     print_table(out, *planned, o.target_type, *known, o.json,
                 hide ? KeyDisplay::hide : KeyDisplay::show);
-    if (hide) {
+    if (hide && !o.quiet) {
       err << "lbscrypt: the key is shown as zeros on a terminal; pass --showkeys to print it, "
              "or redirect the output\n";
     }
-    return succeed(out, o);
+    return succeed(err, o);
   }
   if (check_cmd->parsed()) {
     const auto report = check(*env, o.check_sector_size, *type);
@@ -540,27 +552,31 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
       return fail(err, report.error());
     }
     print_check(out, *report, o.target_type, o.json);
-    return report->refusal ? exit_code(report->refusal->code) : succeed(out, o);
+    return report->refusal ? exit_code(report->refusal->code) : succeed(err, o);
   }
   if (bench->parsed()) {
     return benchmark(o, bench_p, *env, services, out, err);
   }
   if (open->parsed()) {
+    // Before the passphrase: a device in use is refused without asking for it.
+    if (const auto free = check_device_free(o.mapping.device, o.shared, *env); !free) {
+      return fail(err, free.error());
+    }
     const auto planned = planned_table(o, *env, services, err);
     if (!planned) {
       return fail(err, planned.error());
     }
-    const auto opened = open_mapping(mapping_name(o.name), *planned, o.read_only, *env);
+    const auto opened = open_mapping(mapping_name(o.name), *planned, o.read_only, *env, o.shared);
     if (!opened) {
       return fail(err, opened.error());
     }
     print_opened(out, *opened);
-    return succeed(out, o);
+    return succeed(err, o);
   }
   const std::string name = mapping_name(o.name);
   if (close->parsed()) {
     const auto closed = close_mapping(name, *env);
-    return closed ? succeed(out, o) : fail(err, closed.error());
+    return closed ? succeed(err, o) : fail(err, closed.error());
   }
   const auto report = mapping_status(name, *env);
   if (!report) {
@@ -572,7 +588,7 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
     return fail(err, report.error());
   }
   print_status(out, *report, status_path(o.name), o.target_type, o.json);
-  return succeed(out, o);
+  return succeed(err, o);
 }
 
 }  // namespace lbscrypt::cli

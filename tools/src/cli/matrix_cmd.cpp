@@ -13,6 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "lbscrypt/table.hpp"
+#include "output.hpp"
+
 namespace lbscrypt::cli {
 
 namespace {
@@ -150,7 +153,8 @@ void print_matrix(std::ostream &out, const MatrixReport &report, bool json_outpu
           {"page_size", report.page_size},
           {"backing", report.backing_target},
       };
-      out << record.dump() << '\n';
+      write_json(out, record);
+      out << '\n';
     }
     return;
   }
@@ -195,6 +199,12 @@ int matrix_command(const MatrixArgs &args, const Services &services, std::ostrea
   if (!sizes) {
     err << "lbscrypt: " << sizes.error().message << '\n';
     return exit_code(sizes.error().code);
+  }
+  for (const auto &target : args.targets) {
+    if (const auto valid = check_target_name(target); !valid) {
+      err << "lbscrypt: " << valid.error().message << '\n';
+      return exit_code(valid.error().code);
+    }
   }
   MatrixOptions options;
   if (!args.targets.empty()) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -76,18 +77,107 @@ std::vector<std::string> status_flags(const CryptOptions &o) {
 
 }  // namespace
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at the start of `text` (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or 0 when its first byte starts none.
+std::size_t utf8_sequence(std::string_view text) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  std::size_t length = 0;
+  unsigned char low = 0x80;  // the second byte's range, narrowed for the edge cases
+  unsigned char high = 0xbf;
+  if (lead < 0x80) {
+    return 1;
+  }
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    low = lead == 0xe0 ? 0xa0 : 0x80;
+    high = lead == 0xed ? 0x9f : 0xbf;
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    low = lead == 0xf0 ? 0x90 : 0x80;
+    high = lead == 0xf4 ? 0x8f : 0xbf;
+  } else {
+    return 0;
+  }
+  if (text.size() < length || byte(1) < low || byte(1) > high) {
+    return 0;
+  }
+  for (std::size_t i = 2; i < length; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xbf) {
+      return 0;
+    }
+  }
+  return length;
+}
+
+}  // namespace
+
 void write_json_string(std::ostream &out, std::string_view text) {
   out << '"';
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
+  while (!text.empty()) {
+    const char c = text.front();
+    const std::size_t length = utf8_sequence(text);
+    if (length == 0) {
+      // Not UTF-8 (a path is bytes): the byte as a lone low surrogate U+DC80..U+DCFF, as
+      // Python's "surrogateescape" decodes it, so the bytes can be recovered exactly.
+      out << fmt::format("\\udc{:02x}", static_cast<unsigned char>(c));
+      text.remove_prefix(1);
+      continue;
+    }
+    if (length > 1) {
+      out << text.substr(0, length);
+    } else if (c == '"' || c == '\\') {
       out << '\\' << c;
+    } else if (c == '\b') {
+      out << "\\b";
+    } else if (c == '\f') {
+      out << "\\f";
+    } else if (c == '\n') {
+      out << "\\n";
+    } else if (c == '\r') {
+      out << "\\r";
+    } else if (c == '\t') {
+      out << "\\t";
     } else if (static_cast<unsigned char>(c) < 0x20) {
       out << fmt::format("\\u{:04x}", static_cast<unsigned>(c));
     } else {
       out << c;
     }
+    text.remove_prefix(length);
   }
   out << '"';
+}
+
+void write_json(std::ostream &out, const nlohmann::json &value) {
+  if (value.is_string()) {
+    write_json_string(out, value.get_ref<const std::string &>());
+  } else if (value.is_object()) {
+    out << '{';
+    bool first = true;
+    for (const auto &[key, item] : value.items()) {
+      out << (first ? "" : ",");
+      first = false;
+      write_json_string(out, key);
+      out << ':';
+      write_json(out, item);
+    }
+    out << '}';
+  } else if (value.is_array()) {
+    out << '[';
+    bool first = true;
+    for (const auto &item : value) {
+      out << (first ? "" : ",");
+      first = false;
+      write_json(out, item);
+    }
+    out << ']';
+  } else {
+    out << value.dump();
+  }
 }
 
 void print_table(std::ostream &out, const CryptTable &table, std::string_view target_type,
@@ -101,10 +191,11 @@ void print_table(std::ostream &out, const CryptTable &table, std::string_view ta
   rest["target"] = target_type;
   rest["target_version"] = version_text(known);
   rest["page_size"] = known.caps.page_size;
-  const std::string body = rest.dump();
   out << "{\"table\":";
   write_json_string(out, line.view());
-  out << ',' << std::string_view(body).substr(1) << '\n';
+  std::ostringstream body;
+  write_json(body, rest);
+  out << ',' << std::string_view(body.str()).substr(1) << '\n';
 }
 
 void print_check(std::ostream &out, const CheckReport &report, std::string_view target_type,
@@ -122,7 +213,8 @@ void print_check(std::ostream &out, const CheckReport &report, std::string_view 
       j["loads"] = !report.refusal.has_value();
       j["reason"] = report.refusal ? json(report.refusal->message) : json(nullptr);
     }
-    out << j.dump() << '\n';
+    write_json(out, j);
+    out << '\n';
     return;
   }
   out << fmt::format("{} target:             {}\n", target_type,
@@ -159,7 +251,8 @@ void print_status(std::ostream &out, const StatusReport &report, std::string_vie
       j["target"] = target_type;
       j["target_version"] = version;
     }
-    out << j.dump() << '\n';
+    write_json(out, j);
+    out << '\n';
     return;
   }
   out << fmt::format("{} is active{}.\n", path, in_use ? " and is in use" : "");
@@ -197,32 +290,30 @@ void print_benchmark(std::ostream &out, const BenchmarkReport &report, std::stri
   if (json_output) {
     const json driver = report.driver ? json(*report.driver) : json(nullptr);
     for (const auto &r : report.results) {
-      out << json{{"cipher", report.cipher},
-                  {"algorithm", report.kernel.algorithm},
-                  {"driver", driver},
-                  {"key_size", report.key_bits},
-                  {"sector_size", r.unit},
-                  {"encrypt_mibps", rounded(r.encrypt.mib_per_s())},
-                  {"decrypt_mibps", rounded(r.decrypt.mib_per_s())},
-                  {"encrypt_requests", r.encrypt.requests},
-                  {"decrypt_requests", r.decrypt.requests},
-                  {"encrypt_bytes", r.encrypt.bytes},
-                  {"decrypt_bytes", r.decrypt.bytes}}
-                 .dump()
-          << '\n';
+      write_json(out, json{{"cipher", report.cipher},
+                           {"algorithm", report.kernel.algorithm},
+                           {"driver", driver},
+                           {"key_size", report.key_bits},
+                           {"sector_size", r.unit},
+                           {"encrypt_mibps", rounded(r.encrypt.mib_per_s())},
+                           {"decrypt_mibps", rounded(r.decrypt.mib_per_s())},
+                           {"encrypt_requests", r.encrypt.requests},
+                           {"decrypt_requests", r.decrypt.requests},
+                           {"encrypt_bytes", r.encrypt.bytes},
+                           {"decrypt_bytes", r.decrypt.bytes}});
+      out << '\n';
     }
-    out << json{{"recommended_sector_size", rec.sector_size},
-                {"gain_over_4096",
-                 rec.gain_over_4096 ? json(rounded(*rec.gain_over_4096)) : json(nullptr)},
-                {"max_plain_sector_size", rec.max_plain},
-                {"max_luks_sector_size", rec.max_luks},
-                {"page_size", rec.page_size},
-                {"target", target_type},
-                {"target_version",
-                 rec.known.target_loaded ? json(version_text(rec.known)) : json(nullptr)},
-                {"reason", rec.reason}}
-               .dump()
-        << '\n';
+    write_json(out, json{{"recommended_sector_size", rec.sector_size},
+                         {"gain_over_4096",
+                          rec.gain_over_4096 ? json(rounded(*rec.gain_over_4096)) : json(nullptr)},
+                         {"max_plain_sector_size", rec.max_plain},
+                         {"max_luks_sector_size", rec.max_luks},
+                         {"page_size", rec.page_size},
+                         {"target", target_type},
+                         {"target_version",
+                          rec.known.target_loaded ? json(version_text(rec.known)) : json(nullptr)},
+                         {"reason", rec.reason}});
+    out << '\n';
     return;
   }
   out << fmt::format(

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "lbscrypt/benchmark.hpp"
@@ -23,7 +24,13 @@ void print_opened(std::ostream &out, const OpenResult &opened);
 void print_benchmark(std::ostream &out, const BenchmarkReport &report, std::string_view target_type,
                      bool json);
 
-// Writes `text` as a JSON string literal (quotes included) without copying it.
+// Writes `text` as a JSON string literal (quotes included) without copying it. Text is bytes
+// (paths are): well-formed UTF-8 is written as it is, and every byte that is not part of it
+// as \udcXX (XX its value), Python's "surrogateescape": reversible, never an error.
 void write_json_string(std::ostream &out, std::string_view text);
+
+// `value` as compact JSON (nlohmann's dump(), key order included), its strings written by
+// write_json_string: a string that is not UTF-8 does not throw.
+void write_json(std::ostream &out, const nlohmann::json &value);
 
 }  // namespace lbscrypt::cli

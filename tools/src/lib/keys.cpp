@@ -7,7 +7,11 @@
 #include <cstring>
 #include <memory>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include "cryptsetup_handle.hpp"
+#include "file_descriptor.hpp"
 
 namespace lbscrypt {
 
@@ -19,6 +23,33 @@ using detail::CryptDevice;
 using detail::CryptSafeBuffer;
 
 bool is_stdin(const std::optional<std::string> &key_file) { return !key_file || *key_file == "-"; }
+
+Error key_file_error(const std::string &path, int error) {
+  return make_error(Errc::key,
+                    fmt::format("cannot read the key file {}: {}", path, std::strerror(error)));
+}
+
+// Opens the key file as libcryptsetup will, to report why it cannot be read.
+Result<void> check_key_file(const std::string &path, std::uint64_t offset) {
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg, hicpp-signed-bitwise)
+  const detail::FileDescriptor fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    return key_file_error(path, errno);
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) {
+    return key_file_error(path, errno);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return key_file_error(path, EISDIR);
+  }
+  if (S_ISREG(st.st_mode) && offset >= static_cast<std::uint64_t>(st.st_size)) {
+    return make_error(Errc::key, fmt::format("key file {} holds {} bytes; --keyfile-offset {} is "
+                                             "past its end",
+                                             path, st.st_size, offset));
+  }
+  return Ok{};
+}
 
 }  // namespace
 
@@ -95,6 +126,13 @@ Result<SecretBuffer> read_key_material(const KeyPlan &plan, const KeyOptions &op
     return terminal(kMaxTerminalPassphrase);
   }
   const char *path = plan.source == KeyPlan::Source::file ? options.key_file->c_str() : nullptr;
+  if (path != nullptr) {
+    // libcryptsetup reports a file it cannot open as EINVAL: open it here first, so the
+    // error keeps the OS's reason (ENOENT, EACCES, EISDIR, ...) with the path.
+    if (auto checked = check_key_file(*options.key_file, options.keyfile_offset); !checked) {
+      return checked.error();
+    }
+  }
   const std::uint32_t flags =
       plan.source == KeyPlan::Source::stdin_line ? CRYPT_KEYFILE_STOP_EOL : 0;
   detail::silence_libcryptsetup();
@@ -149,8 +187,12 @@ Result<SecretBuffer> make_plain_key(const KeyPlan &plan, const SecretBuffer &mat
   std::size_t key_size = key.size();
   // libcryptsetup speaks char; our buffers hold bytes.
   auto *key_chars = reinterpret_cast<char *>(key.data());  // NOLINT(*-reinterpret-cast)
-  const auto *pass_chars =
-      reinterpret_cast<const char *>(material.data());  // NOLINT(*-reinterpret-cast)
+  // An empty passphrase is hashed like any other, as cryptsetup does: libcryptsetup needs a
+  // pointer to it, and an empty buffer has none.
+  const auto *pass_chars = material.empty()
+                               ? ""
+                               : reinterpret_cast<const char *>(  // NOLINT(*-reinterpret-cast)
+                                     material.data());
   const int r = crypt_volume_key_get(cd.get(), CRYPT_ANY_SLOT, key_chars, &key_size, pass_chars,
                                      material.size());
   if (r < 0 || key_size != plan.key_bytes) {
@@ -160,11 +202,29 @@ Result<SecretBuffer> make_plain_key(const KeyPlan &plan, const SecretBuffer &mat
   return key;
 }
 
+Result<void> check_plain_hash(const KeyPlan &plan) {
+  if (!plan.hash) {
+    return Ok{};
+  }
+  const SecretBuffer probe("lbscrypt", 8);
+  if (const auto key = make_plain_key(plan, probe); !key) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("--hash '{}' is not a hash libcryptsetup can make a {}-byte key "
+                                  "with: give one it knows (sha256, sha512, sha1, ripemd160, "
+                                  "whirlpool, ...), HASH:N with N at most its size, or plain",
+                                  *plan.hash, plan.key_bytes));
+  }
+  return Ok{};
+}
+
 Result<PlainKey> derive_plain_key(const KeyOptions &options, bool stdin_is_terminal,
                                   const TerminalReader &terminal) {
   auto plan = plan_plain_key(options, stdin_is_terminal);
   if (!plan) {
     return plan.error();
+  }
+  if (auto usable = check_plain_hash(*plan); !usable) {
+    return usable.error();
   }
   const auto material = read_key_material(*plan, options, terminal);
   if (!material) {

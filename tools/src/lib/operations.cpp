@@ -23,12 +23,37 @@ Result<void> gate(std::uint64_t sector_size, const KnownCapabilities &known, Map
   return check_sector_size(sector_size, known.caps, type);
 }
 
-// The mapping's length in sectors, from --size or the device; and the LUKS rule.
+// The mapping's length in sectors, from --size or the device; and the LUKS rule. --size
+// never skips the device: a path that exists must be a block device (or a regular file,
+// which open attaches to a loop device), and --size must fit in it. Only a table for another
+// machine (--assume-version) may name a path that is not here, or one whose size cannot be
+// read here; its --size then stands in for the device.
 Result<std::uint64_t> mapping_length(const MappingRequest &request, const Environment &env) {
+  const bool offline = env.assume_version.has_value() && request.size.has_value();
+  const auto kind = env.devices->path_kind(request.device);
+  if (!kind) {
+    return kind.error();
+  }
+  if (*kind == PathKind::missing) {
+    if (offline) {
+      return *request.size;
+    }
+    return make_error(
+        Errc::device,
+        fmt::format("Device {} does not exist: give the path of a block device{}", request.device,
+                    request.size ? " (or --assume-version, for a table meant for "
+                                   "another machine)"
+                                 : ""));
+  }
+  if (*kind != PathKind::block_device && *kind != PathKind::regular_file) {
+    return make_error(
+        Errc::device,
+        fmt::format("{} is {}, not a block device: dm-crypt needs a block device{}", request.device,
+                    describe(*kind), request.size ? ", whatever --size says" : ""));
+  }
   const auto bytes = env.devices->size_bytes(request.device);
   if (!bytes) {
-    // A table for another machine may name a device that is not here; --size stands in.
-    if (request.size) {
+    if (offline) {
       return *request.size;
     }
     return bytes.error();
@@ -140,6 +165,16 @@ Result<KnownCapabilities> table_capabilities(const MappingRequest &request,
 }  // namespace
 
 Result<CryptTable> prepare_table(const MappingRequest &request, const Environment &env) {
+  // Every word that goes into the line, before anything else is asked.
+  if (auto r = check_target_name(env.target_type); !r) {
+    return r.error();
+  }
+  if (auto r = check_table_word("device", request.device); !r) {
+    return r.error();
+  }
+  if (auto r = check_table_word("--cipher", request.cipher); !r) {
+    return r.error();
+  }
   const auto known = table_capabilities(request, env);
   if (!known) {
     return known.error();
@@ -244,8 +279,21 @@ Result<CheckReport> check(const Environment &env, std::optional<std::uint64_t> s
   return report;
 }
 
+Result<void> check_device_free(const std::string &device, bool shared, const Environment &env) {
+  if (shared || env.devices == nullptr) {
+    return Ok{};
+  }
+  if (const auto user = env.devices->user_of(device)) {
+    return make_error(Errc::busy,
+                      fmt::format("Cannot use device {} which is in use (held by {}): close that "
+                                  "first, or give --shared to map it a second time",
+                                  printable(device), printable(*user)));
+  }
+  return Ok{};
+}
+
 Result<OpenResult> open_mapping(const std::string &name, CryptTable table, bool read_only,
-                                const Environment &env) {
+                                const Environment &env, bool shared) {
   if (env.kernel == nullptr) {
     return make_error(Errc::invalid_argument, "opening a mapping needs the running kernel");
   }
@@ -259,6 +307,9 @@ Result<OpenResult> open_mapping(const std::string &name, CryptTable table, bool 
   }
   if (existing.error().code != Errc::not_found) {
     return existing.error();
+  }
+  if (auto free = check_device_free(table.device, shared, env); !free) {
+    return free.error();
   }
   OpenResult result;
   LoopDevice loop;  // held until the mapping holds the loop device itself

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <span>
 #include <vector>
@@ -299,6 +300,75 @@ SecretBuffer format_table_line(const CryptTable &table, KeyDisplay keys,
   const SecretBuffer params = format_table_params(table, keys);
   out.append(params.view());
   return out;
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else if (byte < 0x20 || byte == 0x7f || byte == 0xa0) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Result<void> check_table_word(std::string_view field, std::string_view word) {
+  if (word.empty()) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("{} is empty: a table line needs a word there", field));
+  }
+  for (const char c : word) {
+    const auto byte = static_cast<unsigned char>(c);
+    std::string_view what;
+    if (c == ' ' || byte == 0xa0) {
+      what = "a space";
+    } else if (c == '\n' || c == '\r') {
+      what = "a line break";
+    } else if (c == '\t' || c == '\v' || c == '\f') {
+      what = "whitespace";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      what = "a control character";
+    } else if (c == '\\') {
+      what = "a backslash (the kernel's escape)";
+    } else {
+      continue;
+    }
+    return make_error(
+        Errc::invalid_argument,
+        fmt::format("{} '{}' contains {}: a dm table line cannot carry it as one word; use {}",
+                    field, printable(word), what,
+                    field == "device"
+                        ? "a path without whitespace, control characters or backslashes "
+                          "(a /dev/disk/by-id/ or by-partuuid link, or the /dev node itself)"
+                        : "the value without whitespace, control characters or backslashes"));
+  }
+  return Ok{};
+}
+
+Result<void> check_target_name(std::string_view name) {
+  constexpr std::size_t kMaxTargetName = 15;
+  const bool valid = !name.empty() && name.size() <= kMaxTargetName &&
+                     std::all_of(name.begin(), name.end(), [](char c) {
+                       return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                              (c >= '0' && c <= '9') || c == '_' || c == '-';
+                     });
+  if (!valid) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("--target '{}' is not a device-mapper target name: give 1 to {} "
+                                  "letters, digits, '_' or '-' (crypt, or crypt_lbs beside the "
+                                  "stock module)",
+                                  printable(name), kMaxTargetName));
+  }
+  return Ok{};
 }
 
 std::uint32_t key_size_bytes(const KeySpec &key) {
