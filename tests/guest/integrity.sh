@@ -243,8 +243,9 @@ case $rest in
 *) fail "$what: stock's table is not the expected authenc cipher: ${rest%% *}" ;;
 esac
 # A template instance answers to its driver name, made of its parts' driver
-# names: the hmac is named by the driver stock's table instantiated.
-hmac=$(awk -F': ' '$1 ~ /^driver/ && $2 ~ /^hmac\(sha256/ { print $2; exit }' /proc/crypto)
+# names: the hmac is named by the driver stock's table instantiated (a template's
+# hmac(sha256-...) on 6.x, 7.2's library-backed hmac-sha256-lib).
+hmac=$(awk -F' *: ' '$1 == "name" { n = $2 } $1 == "driver" && n == "hmac(sha256)" { print $2; exit }' /proc/crypto)
 [ -n "$hmac" ] || fail "$what: no hmac(sha256) driver in /proc/crypto after stock's table loaded"
 rest=${rest/authenc(hmac(sha256),xts(aes))-random /authenc($hmac,lbs-engine-xts-aes)-random }
 dmsetup create lbs-int --table "0 $(cut -d' ' -f2 <<<"$line") crypt_lbs $rest" ||
