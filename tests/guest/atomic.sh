@@ -5,8 +5,8 @@
 # core has no atomic writes (before 6.14) both mappings must announce none, and
 # an atomic write through either is refused; where it has them:
 # - both mappings announce atomic writes; ours a unit no larger than 1 MiB (one
-#   bounce bio), stock's no larger than 256 pages, each no larger than the disk's;
-# - an atomic write of the largest unit both announce succeeds through each, is
+#   bounce bio);
+# - an atomic write of the largest unit both and the disk announce succeeds through each, is
 #   read back through the other, and leaves the same bytes on the disk (above
 #   the 128 KiB request cap, so it went down unsplit);
 # - an atomic write one unit larger than announced is refused (EINVAL).
@@ -70,10 +70,10 @@ if [ "$u_stock" = 0 ]; then
 fi
 [ "$u_ours" -gt 0 ] || fail "stock announces atomic writes of $u_stock bytes, ours none"
 [ "$u_ours" -le $((1 << 20)) ] || fail "ours announces $u_ours bytes, more than one bounce bio (1 MiB)"
-if [ "$u_ours" -gt "$disk_unit" ] || [ "$u_stock" -gt "$disk_unit" ]; then
-	fail "a mapping announces more than the disk's $disk_unit bytes (ours $u_ours, stock $u_stock)"
-fi
+# the write: the largest unit the disk and both mappings announce (dm core may
+# announce more than the disk's sysfs unit: seen on amd64 7.2, stock alike)
 u=$((u_ours < u_stock ? u_ours : u_stock))
+[ "$u" -le "$disk_unit" ] || u=$disk_unit
 
 # write BYTE through MAP, read back through OTHER; print the disk's sha256
 through() {

@@ -99,7 +99,8 @@ for cipher in $ciphers; do
 		# a deferred remove takes the device when fio closes it, and fio may
 		# reopen it for its verification pass: that pass runs on a new mapping
 		phase=()
-		[ "$op" != 2 ] || phase=(--do_verify=0)
+		# (paced there: a fast write-only job could end before it is seen open)
+		[ "$op" != 2 ] || phase=(--do_verify=0 --rate_iops=200)
 		start_fio "$map" "$log" "${phase[@]}"
 		# fio holds the device open before anything is done to it
 		if ! wait_open; then
