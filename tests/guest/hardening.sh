@@ -137,16 +137,15 @@ fio_verify() {	# fio_verify WHAT DEVICE [fio options]: write and verify, errors 
 	fi
 }
 
-async_spec="capi:cryptd(xts(ecb(aes-generic)))-plain64"
-modprobe -q cryptd 2>/dev/null || true
-if dmsetup create lbs-h --table "0 32768 crypt_lbs $async_spec $k64 0 $dev 0 1 sector_size:4096" 2>/dev/null; then
+async_spec=$(cryptd_spec crypt_lbs "$dev" "$k64")
+if [ -n "$async_spec" ]; then
+	dmsetup create lbs-h --table "0 32768 crypt_lbs $async_spec $k64 0 $dev 0 1 sector_size:4096"
 	fio_verify "asynchronous cipher (writer thread)" "$(dm_blkdev lbs-h)" --bs=64k --iodepth=16 --numjobs=2 \
 		--size=4m --offset_increment=4m
 	dm_remove lbs-h
 	ok "asynchronous cipher $async_spec: fio randwrite 64k iodepth 16 x2, crc32c verified (writes submitted by the writer thread)"
 else
-	dmesg -c >/dev/null
-	printf 'LBS-SKIP hardening: the writer thread under an asynchronous cipher: %s does not load here (no CONFIG_CRYPTO_CRYPTD, as in the Debian arm64 kernels)\n' "$async_spec"
+	printf 'LBS-SKIP hardening: the writer thread under an asynchronous cipher: cryptd(xts) does not load here (no CONFIG_CRYPTO_CRYPTD, as in the Debian arm64 kernels)\n'
 fi
 
 # --- 3. bounce memory --------------------------------------------------------------
