@@ -25,11 +25,12 @@ DEB_FILES := $(DEB_BUILD)/dm-crypt-lbs-dkms_$(DEB_VERSION)_all.deb \
 DEB_SOURCES := $(DEB_BUILD)/dm-crypt-lbs_$(DEB_VERSION).dsc $(DEB_BUILD)/lbscrypt_$(DEB_VERSION).dsc
 
 # What each source package is made of: a package is built again when one of
-# these changed (so deb-lint and dkms-check after deb do not build twice).
+# these changed (so deb-lint and dkms-check after deb do not build twice). The
+# directories count too: removing a file changes its directory.
 DEB_DKMS_INPUTS := $(DEB_TOP)/VERSION $(DEB_TOP)/packaging/build-deb \
-	$(shell find $(DEB_TOP)/kmod $(DEB_TOP)/packaging/dkms -type f)
+	$(shell find $(DEB_TOP)/kmod $(DEB_TOP)/packaging/dkms)
 DEB_TOOL_INPUTS := $(DEB_TOP)/VERSION $(DEB_TOP)/packaging/build-deb $(DEB_TOP)/Documentation/lbscrypt.rst \
-	$(shell find $(DEB_TOP)/tools $(DEB_TOP)/tests/unit $(DEB_TOP)/packaging/lbscrypt -type f)
+	$(shell find $(DEB_TOP)/tools $(DEB_TOP)/tests/unit $(DEB_TOP)/packaging/lbscrypt)
 
 .PHONY: deb deb-dkms deb-tools deb-lint dkms-check
 
