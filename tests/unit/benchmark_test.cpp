@@ -348,3 +348,40 @@ TEST_CASE("cli benchmark: JSON records, a table, refusals", "[benchmark][cli]") 
           lbscrypt::cli::kExitInvalid);
   }
 }
+
+TEST_CASE("only_async_skcipher: an offload driver AF_ALG no longer serves", "[benchmark]") {
+  // Shaped like /proc/crypto: the engine's async driver, a sync software xts(aes), and an
+  // async cryptd instance of the same name.
+  const std::string proc =
+      "name         : xts(aes)\n"
+      "driver       : lbs-engine-xts-aes\n"
+      "module       : lbs_engine\n"
+      "priority     : 50\n"
+      "type         : skcipher\n"
+      "async        : yes\n"
+      "\n"
+      "name         : xts(aes)\n"
+      "driver       : xts(ecb(aes-lib))\n"
+      "type         : skcipher\n"
+      "async        : no\n"
+      "\n"
+      "name         : cryptd(xts(ecb(aes-lib)))\n"
+      "driver       : cryptd(xts(ecb(aes-lib)))\n"
+      "type         : skcipher\n"
+      "async        : yes\n"
+      "\n"
+      "name         : lbs-engine-aes\n"
+      "driver       : lbs-engine-aes-cipher\n"
+      "type         : cipher\n";
+  CHECK(lbscrypt::only_async_skcipher(proc, "lbs-engine-xts-aes"));
+  CHECK(lbscrypt::only_async_skcipher(proc, "cryptd(xts(ecb(aes-lib)))"));
+  // a synchronous implementation of the name exists: AF_ALG's ENOENT has another cause
+  CHECK_FALSE(lbscrypt::only_async_skcipher(proc, "xts(aes)"));
+  CHECK_FALSE(lbscrypt::only_async_skcipher(proc, "xts(ecb(aes-lib))"));
+  // not a skcipher, or not there at all
+  CHECK_FALSE(lbscrypt::only_async_skcipher(proc, "lbs-engine-aes-cipher"));
+  CHECK_FALSE(lbscrypt::only_async_skcipher(proc, "serpent-xts"));
+  CHECK_FALSE(lbscrypt::only_async_skcipher("", "lbs-engine-xts-aes"));
+  // the last entry without a blank line after it counts too
+  CHECK(lbscrypt::only_async_skcipher("driver : d\ntype : skcipher\nasync : yes", "d"));
+}

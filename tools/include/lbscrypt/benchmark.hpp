@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lbscrypt/cipher.hpp"
@@ -54,6 +55,12 @@ class CryptoApi {
 
 // The kernel's crypto API through AF_ALG sockets ("skcipher").
 [[nodiscard]] std::unique_ptr<CryptoApi> make_af_alg_crypto();
+
+// Whether /proc/crypto's text lists `algorithm` (by name or driver name) only as
+// asynchronous skciphers: Linux 7.x's AF_ALG serves synchronous software ciphers alone
+// ("crypto: af_alg - Drop support for off-CPU cryptography"), so an offload engine's
+// driver is found by the kernel but not by AF_ALG.
+[[nodiscard]] bool only_async_skcipher(std::string_view proc_crypto, std::string_view algorithm);
 
 // What a dm-crypt cipher specification asks of the crypto API.
 struct KernelCipher {

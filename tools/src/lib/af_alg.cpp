@@ -15,6 +15,10 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "file_descriptor.hpp"
@@ -44,6 +48,14 @@ std::span<std::uint8_t> put_cmsg(std::span<std::uint8_t> slot, int type,
   std::memcpy(slot.data(), &header, sizeof(header));
   std::copy(payload.begin(), payload.end(), slot.subspan(CMSG_LEN(0)).begin());
   return slot.subspan(CMSG_SPACE(payload.size()));
+}
+
+// /proc/crypto's text, empty where it cannot be read (the caller's message stands then).
+std::string read_proc_crypto() {
+  std::ifstream in("/proc/crypto");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return in ? text.str() : std::string();
 }
 
 class AfAlgSkcipher final : public Skcipher {
@@ -118,6 +130,14 @@ class AfAlgCrypto final : public CryptoApi {
     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
     if (bind(bound.get(), reinterpret_cast<const sockaddr *>(&address), sizeof(address)) != 0) {
       const int error = errno;
+      if (error == ENOENT && only_async_skcipher(read_proc_crypto(), algorithm)) {
+        return make_error(
+            Errc::invalid_argument,
+            fmt::format("'{}' is an asynchronous (offload) driver, and this kernel's AF_ALG "
+                        "serves synchronous software ciphers only (Linux 7.x): measure it "
+                        "through a mapping instead (fio on a crypt_lbs device)",
+                        algorithm));
+      }
       if (error == ENOENT) {
         return make_error(Errc::invalid_argument,
                           fmt::format("the kernel has no skcipher '{}' (see /proc/crypto), or "
@@ -155,5 +175,52 @@ class AfAlgCrypto final : public CryptoApi {
 }  // namespace
 
 std::unique_ptr<CryptoApi> make_af_alg_crypto() { return std::make_unique<AfAlgCrypto>(); }
+
+bool only_async_skcipher(std::string_view proc_crypto, std::string_view algorithm) {
+  // Entries are blank-line separated "key : value" lines.
+  bool found = false;
+  bool any_sync = false;
+  std::string_view name;
+  std::string_view driver;
+  std::string_view type;
+  std::string_view async;
+  auto trim = [](std::string_view text) {
+    const auto first = text.find_first_not_of(" \t");
+    if (first == std::string_view::npos) {
+      return std::string_view();
+    }
+    return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+  };
+  auto finish_entry = [&] {
+    if ((name == algorithm || driver == algorithm) && type == "skcipher") {
+      found = true;
+      any_sync = any_sync || async != "yes";
+    }
+    name = driver = type = async = {};
+  };
+  while (!proc_crypto.empty()) {
+    const auto end = proc_crypto.find('\n');
+    const std::string_view line = proc_crypto.substr(0, end);
+    proc_crypto.remove_prefix(end == std::string_view::npos ? proc_crypto.size() : end + 1);
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos) {
+      finish_entry();
+      continue;
+    }
+    const std::string_view key = trim(line.substr(0, colon));
+    const std::string_view value = trim(line.substr(colon + 1));
+    if (key == "name") {
+      name = value;
+    } else if (key == "driver") {
+      driver = value;
+    } else if (key == "type") {
+      type = value;
+    } else if (key == "async") {
+      async = value;
+    }
+  }
+  finish_entry();
+  return found && !any_sync;
+}
 
 }  // namespace lbscrypt
