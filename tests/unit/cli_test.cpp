@@ -30,9 +30,6 @@ class KernelRef final : public lbscrypt::Kernel {
   lbscrypt::Result<std::vector<lbscrypt::TargetLine>> table(std::string_view n) override {
     return fake_.table(n);
   }
-  lbscrypt::Result<std::vector<lbscrypt::TargetLine>> status(std::string_view n) override {
-    return fake_.status(n);
-  }
 
  private:
   FakeKernel &fake_;
@@ -297,8 +294,22 @@ TEST_CASE("cli open, status, close", "[cli]") {
   CHECK(j["dm_device"] == "/dev/dm-0");
   CHECK(cli.out.str().find(kKeyHex) == std::string::npos);
 
+  // Active with another table: refused in one line, nothing touched.
   CHECK(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "big"}) == lbscrypt::cli::kExitBusy);
-  CHECK(cli.err.str() == "lbscrypt: Device big already exists.\n");
+  CHECK(cli.err.str() ==
+        "lbscrypt: Device big is already active with another table (sector size 65536, not "
+        "512): close it first, or give another name\n");
+  // Active as asked: success, and no key is read (the key file is not even named).
+  const int creates = cli.kernel.creates;
+  CHECK(cli.run({"open", "--sector-size", "65536", "/dev/ram0", "big"}) == 0);
+  CHECK(cli.kernel.creates == creates);
+  CHECK_THAT(cli.out.str(), Catch::Contains("/dev/mapper/big"));
+  CHECK_THAT(cli.err.str(), Catch::Contains("big is already active as requested"));
+  CHECK(cli.run({"open", "--sector-size", "65536", "--key-size", "512", "/dev/ram0", "big"}) ==
+        lbscrypt::cli::kExitBusy);
+  CHECK_THAT(cli.err.str(), Catch::Contains("key size 256, not 512"));
+  CHECK(cli.run({"open", "--sector-size", "65536", "-r", "/dev/ram0", "big"}) ==
+        lbscrypt::cli::kExitBusy);
   CHECK(cli.run({"close", "big"}) == 0);
   CHECK(cli.kernel.mappings.empty());
   CHECK(cli.run({"close", "big"}) == lbscrypt::cli::kExitDevice);
@@ -415,7 +426,7 @@ TEST_CASE("cli exit codes and messages are cryptsetup's", "[cli]") {
   Cli cli;
   REQUIRE(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "x"}) == 0);
   CHECK(cli.kernel.mappings.at("x").info.uuid == "CRYPT-PLAIN-x");
-  CHECK(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "x"}) == 5);
+  CHECK(cli.run({"open", "-d", kKeyFile, "--offset", "8", "/dev/ram0", "x"}) == 5);
   CHECK(cli.run({"open", "-d", kKeyFile, "/dev/absent", "y"}) == 4);
   CHECK_THAT(cli.err.str(), Catch::Contains("/dev/absent"));
   cli.kernel.mappings.at("x").info.open_count = 1;

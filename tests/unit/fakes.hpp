@@ -129,8 +129,6 @@ class FakeKernel final : public Kernel {
     lines.push_back(it->second.line);
     return lines;
   }
-
-  Result<std::vector<TargetLine>> status(std::string_view name) override { return table(name); }
 };
 
 class FakeBlockDevices final : public BlockDevices {
