@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include <catch2/catch.hpp>
 
+#include <chrono>
+
 #include "fakes.hpp"
 #include "lbscrypt/operations.hpp"
 
@@ -444,4 +446,70 @@ TEST_CASE("a device in use is not mapped again unless shared", "[operations]") {
   const auto shared = lbscrypt::open_mapping("second", *t, false, f.env, true);
   REQUIRE(shared.ok());
   CHECK(f.kernel.creates == 1);
+}
+
+TEST_CASE("close retries a brief EBUSY, then says the device is in use", "[operations]") {
+  Fixture f;
+  f.request.sector_size = 4096;
+  const auto t = keyed_table(f.request, f.env);
+  REQUIRE(t.ok());
+  REQUIRE(lbscrypt::open_mapping("b", *t, false, f.env).ok());
+  const lbscrypt::CloseRetry quick{3, std::chrono::milliseconds(1)};
+  f.kernel.busy_removes = 2;  // udev's probe lets go after two tries
+  REQUIRE(lbscrypt::close_mapping("b", f.env, quick).ok());
+  CHECK(f.kernel.removes == 3);
+  CHECK(f.kernel.mappings.empty());
+
+  REQUIRE(lbscrypt::open_mapping("b", *t, false, f.env).ok());
+  f.kernel.busy_removes = 10;
+  const auto busy = lbscrypt::close_mapping("b", f.env, quick);
+  REQUIRE_FALSE(busy.ok());
+  CHECK(busy.error().code == Errc::busy);
+  CHECK(busy.error().message == "Device b is still in use.");
+  CHECK(f.kernel.removes == 3 + 4);  // the first try and three more
+  CHECK(f.kernel.mappings.size() == 1);
+  // Held open (a mount): tried again as well, never removed.
+  f.kernel.busy_removes = 0;
+  f.kernel.mappings.at("b").info.open_count = 1;
+  CHECK(lbscrypt::close_mapping("b", f.env, quick).error().code == Errc::busy);
+  CHECK(f.kernel.removes == 7);
+}
+
+TEST_CASE("active_as compares every field but the key", "[operations]") {
+  Fixture f;
+  f.request.sector_size = 4096;
+  f.request.flags.allow_discards = true;
+  auto t = keyed_table(f.request, f.env);
+  REQUIRE(t.ok());
+  CHECK_FALSE(lbscrypt::active_as("a", *t, 32, false, f.env)->has_value());
+  REQUIRE(lbscrypt::open_mapping("a", *t, false, f.env).ok());
+  const auto same = lbscrypt::active_as("a", *t, 32, false, f.env);
+  REQUIRE(same.ok());
+  CHECK(same->has_value());
+  const auto differs = [&](lbscrypt::CryptTable other, std::uint32_t key_bytes, bool ro) {
+    const auto r = lbscrypt::active_as("a", other, key_bytes, ro, f.env);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::exists);
+    return r.error().message;
+  };
+  CHECK_THAT(differs(*t, 64, false), Catch::Contains("key size 256, not 512"));
+  CHECK_THAT(differs(*t, 32, true), Catch::Contains("(read/write)"));
+  auto other = *t;
+  other.cipher = "aes-cbc-essiv:sha256";
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("cipher aes-xts-plain64, not aes-cbc"));
+  other = *t;
+  other.offset = 8;
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("offset 0, not 8"));
+  other = *t;
+  other.iv_offset = 8;
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("skip 0, not 8"));
+  other = *t;
+  other.device = "/dev/ram1";
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("device /dev/ram0, not /dev/ram1"));
+  other = *t;
+  other.options.allow_discards = false;
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("allow_discards set"));
+  other = *t;
+  other.length -= 8;
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("size"));
 }
