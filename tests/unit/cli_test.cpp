@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "cli.hpp"
 #include "fakes.hpp"
@@ -96,8 +101,18 @@ struct Cli {
         return lbscrypt::Result<lbscrypt::SecretBuffer>(lbscrypt::SecretBuffer(pass, 13));
       });
     };
+    services.read_file = [this](const std::string &path) -> lbscrypt::Result<std::string> {
+      const auto it = files.find(path);
+      if (it == files.end()) {
+        return lbscrypt::make_error(lbscrypt::Errc::not_found, "no " + path);
+      }
+      return it->second;
+    };
+    services.installed_tool = "/usr/bin/lbscrypt";
+    services.attach.key_file_mode = [](const std::string &) { return std::optional(0100400U); };
     return lbscrypt::cli::run(args, out, err, services);
   }
+  std::map<std::string, std::string> files;  // what read_file finds
 };
 
 }  // namespace
@@ -631,4 +646,50 @@ TEST_CASE("cli open: a second mapping over a device in use needs --shared", "[cl
                                 Catch::Contains("--shared"));
   REQUIRE(cli.run({"open", "-q", "--shared", "/dev/ram0", "second"}) == 0);
   CHECK(cli.kernel.mappings.contains("second"));
+}
+
+TEST_CASE("cli attach: one line's fields, and a second start succeeds without the key",
+          "[cli][boot]") {
+  Cli cli;
+  const std::string options = "cipher=aes-xts-plain64,size=256,sector-size=65536";
+  REQUIRE(cli.run({"attach", "vol", "/dev/ram0", kKeyFile, options}) == 0);
+  CHECK(cli.out.str() == "vol: /dev/mapper/vol (/dev/dm-0)\n");
+  CHECK(cli.err.str().empty());
+  CHECK(std::string(cli.kernel.mappings.at("vol").line.params.view()) ==
+        "aes-xts-plain64 " + kKeyHex + " 0 /dev/ram0 0 1 sector_size:65536");
+  REQUIRE(cli.run({"attach", "vol", "/dev/ram0", "/nonexistent", options}) == 0);
+  CHECK(cli.out.str() ==
+        "vol: /dev/mapper/vol (/dev/dm-0), already active as lbscrypttab describes it\n");
+  CHECK(cli.kernel.creates == 1);
+  CHECK(cli.run({"attach", "vol", "/dev/ram0", kKeyFile, options + ",bogus"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() ==
+        "lbscrypt: unknown option 'bogus': see lbscrypttab(5) for the options lbscrypt takes\n");
+  cli.devices.users["/dev/ram0"] = "device-mapper mapping vol (dm-0)";
+  CHECK(cli.run({"attach", "other", "/dev/ram0", kKeyFile, options}) == lbscrypt::cli::kExitBusy);
+  CHECK(cli.kernel.creates == 1);
+}
+
+TEST_CASE("cli generate-units: no lbscrypttab is no error, a bad line is", "[cli][boot]") {
+  Cli cli;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("lbscrypt-cli-units-" + std::to_string(getpid()));
+  CHECK(cli.run({"generate-units", "--tab", "/etc/lbscrypttab-absent", dir.string()}) == 0);
+  CHECK_FALSE(std::filesystem::exists(dir));
+  cli.files["/t"] =
+      "ok /dev/vdb /k cipher=aes-xts-plain64,size=256\n"
+      "bad /dev/vdc /k cipher=aes-xts-plain64,size=256,bogus\n";
+  std::filesystem::create_directories(dir);
+  CHECK(cli.run({"generate-units", "--tab", "/t", dir.string(), "/early", "/late"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() ==
+        "lbscrypt-generator: /t:2: bad: unknown option 'bogus': see "
+        "lbscrypttab(5) for the options lbscrypt takes (the line is skipped)\n");
+  CHECK(std::filesystem::exists(dir / "lbscrypt@ok.service"));
+  CHECK_FALSE(std::filesystem::exists(dir / "lbscrypt@bad.service"));
+  std::ifstream unit(dir / "lbscrypt@ok.service");
+  std::ostringstream text;
+  text << unit.rdbuf();
+  CHECK_THAT(text.str(), Catch::Contains("ExecStart=/usr/bin/lbscrypt attach 'ok'"));
+  std::filesystem::remove_all(dir);
 }

@@ -62,7 +62,7 @@ Result<std::uint32_t> parse_timeout(std::string_view text) {
 Result<std::uint32_t> parse_sector_size(std::string_view text) {
   const auto value = option_number<std::uint32_t>("sector-size", text);
   if (!value) {
-    return value;
+    return value.error();
   }
   const Capabilities widest{kLargeSectorVersion, kBlockLayerMaxSectorSize};
   if (auto r = check_sector_size(*value, widest, MappingType::plain); !r) {
