@@ -49,7 +49,7 @@ struct Rig {
     services.key_file_mode = [this](const std::string &) { return mode; };
   }
 
-  Result<lbscrypt::AttachOutcome> attach(const std::string &key, const std::string &options) {
+  Result<lbscrypt::AttachOutcome> attach(const std::string &key, const std::string &options) const {
     return lbscrypt::attach_volume(AttachRequest{"vol", "/dev/vdb", key, options}, env, services);
   }
 

@@ -133,9 +133,9 @@ TEST_CASE("lbscrypttab: names, devices and the shape of a line", "[crypttab]") {
   CHECK(twice.entries.size() == 1);
   REQUIRE(twice.errors.size() == 1);
   CHECK_THAT(twice.errors.front().message, Catch::StartsWith("t:2: v is listed twice"));
-  CHECK(lbscrypt::volume_device_path("UUID=ab")->compare("/dev/disk/by-uuid/ab") == 0);
-  CHECK(lbscrypt::volume_device_path("LABEL=x")->compare("/dev/disk/by-label/x") == 0);
-  CHECK(lbscrypt::volume_device_path("PARTLABEL=y")->compare("/dev/disk/by-partlabel/y") == 0);
+  CHECK(lbscrypt::volume_device_path("UUID=ab").value() == "/dev/disk/by-uuid/ab");
+  CHECK(lbscrypt::volume_device_path("LABEL=x").value() == "/dev/disk/by-label/x");
+  CHECK(lbscrypt::volume_device_path("PARTLABEL=y").value() == "/dev/disk/by-partlabel/y");
   CHECK(parse_lbscrypttab("", "t").entries.empty());
 }
 

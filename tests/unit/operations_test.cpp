@@ -486,7 +486,7 @@ TEST_CASE("active_as compares every field but the key", "[operations]") {
   const auto same = lbscrypt::active_as("a", *t, 32, false, f.env);
   REQUIRE(same.ok());
   CHECK(same->has_value());
-  const auto differs = [&](lbscrypt::CryptTable other, std::uint32_t key_bytes, bool ro) {
+  const auto differs = [&](const lbscrypt::CryptTable &other, std::uint32_t key_bytes, bool ro) {
     const auto r = lbscrypt::active_as("a", other, key_bytes, ro, f.env);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == Errc::exists);
