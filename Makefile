@@ -121,7 +121,7 @@ tools-fuzz: tools-asan
 
 SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init \
 	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/rig-test tests/fetch-check \
-		tests/rig-host-test tests/dkms-check tests/deb-check packaging/build-deb) .ci/run
+		tests/rig-host-test tests/dkms-check tests/deb-check packaging/build-deb tools/cmake/manpage.sh) .ci/run
 
 lint-shell:
 	@shellcheck -x $(SHELL_SCRIPTS)

@@ -10,23 +10,33 @@
  * one at a time and every other holder gives its pages back when its write
  * completes.
  *
- * Every page taken from the allocator is counted across all devices, from
- * allocation to release, pool reserves included; past lbs_bounce_limit the
- * allocator is not asked and only the reserves serve.  So at any time
- *   lbs_bounce_pages <= lbs_bounce_limit + devices * LBS_BOUNCE_PAGES.
+ * Every page a device takes from the allocator is counted in that device,
+ * from allocation to release, its pool reserve included.  The module-wide
+ * bound lbs_bounce_limit is shared out evenly: past its share, a device
+ * does not ask the allocator and only its reserve serves.  So at any time
+ *   held(device) <= max(lbs_bounce_limit / devices, LBS_BOUNCE_PAGES)
+ * and all devices together hold at most the bound plus one reserve each
+ * (the share of the moment: when a device comes or the bound is lowered,
+ * what another holds past its new share comes back as its writes end).
+ * Nothing is shared per page between devices: each counts in its own
+ * config, on a cache line apart from its read-mostly fields.
  */
 
 #include <linux/bio.h>
 #include <linux/gfp.h>
 #include <linux/kernel.h>
+#include <linux/list.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/mutex.h>
 
 #include "dm-crypt-lbs.h"
 
-static atomic_long_t lbs_bounce_pages = ATOMIC_LONG_INIT(0);
-static atomic_long_t lbs_bounce_peak = ATOMIC_LONG_INIT(0);
 static unsigned long lbs_bounce_limit;
+/* the devices, for the totals the parameters show and for each's share */
+static LIST_HEAD(lbs_bounce_devices);
+static DEFINE_MUTEX(lbs_bounce_devices_lock);
+static unsigned int lbs_bounce_nr_devices;
 
 /* The default bound: 2% of RAM, at least four writes' worth. */
 static unsigned long lbs_bounce_default(void)
@@ -62,55 +72,84 @@ static const struct kernel_param_ops lbs_bounce_limit_ops = {
 };
 module_param_cb(max_bounce_pages, &lbs_bounce_limit_ops, NULL, 0644);
 MODULE_PARM_DESC(max_bounce_pages,
-		 "bound on the bounce pages of all devices together (0: 2% of RAM); past it each device writes from its own reserve of one bio");
+		 "bound on the bounce pages of all devices together, shared evenly (0: 2% of RAM); past its share a device writes from its own reserve of one bio");
 
-static int lbs_bounce_count_get(char *buf, const struct kernel_param *kp)
+/* The sum over the devices of the pages they hold now, or of their peaks. */
+static long lbs_bounce_sum(bool peaks)
 {
-	return scnprintf(buf, PAGE_SIZE, "%ld\n",
-			 atomic_long_read((atomic_long_t *)kp->arg));
+	struct lbs_config *cc;
+	long total = 0;
+
+	mutex_lock(&lbs_bounce_devices_lock);
+	list_for_each_entry(cc, &lbs_bounce_devices, bounce_node)
+		total += atomic_long_read(peaks ? &cc->bounce_peak :
+					  &cc->bounce_held);
+	mutex_unlock(&lbs_bounce_devices_lock);
+	return total;
 }
 
-/* Writing anything starts a new peak from the pages held now. */
+static int lbs_bounce_held_get(char *buf, const struct kernel_param *kp)
+{
+	return scnprintf(buf, PAGE_SIZE, "%ld\n", lbs_bounce_sum(false));
+}
+
+static int lbs_bounce_peak_get(char *buf, const struct kernel_param *kp)
+{
+	return scnprintf(buf, PAGE_SIZE, "%ld\n", lbs_bounce_sum(true));
+}
+
+/* Writing anything starts each device's peak again from what it holds. */
 static int lbs_bounce_peak_set(const char *val, const struct kernel_param *kp)
 {
-	atomic_long_set(&lbs_bounce_peak, atomic_long_read(&lbs_bounce_pages));
+	struct lbs_config *cc;
+
+	mutex_lock(&lbs_bounce_devices_lock);
+	list_for_each_entry(cc, &lbs_bounce_devices, bounce_node)
+		atomic_long_set(&cc->bounce_peak,
+				atomic_long_read(&cc->bounce_held));
+	mutex_unlock(&lbs_bounce_devices_lock);
 	return 0;
 }
 
-static const struct kernel_param_ops lbs_bounce_count_ops = {
-	.get = lbs_bounce_count_get,
+static const struct kernel_param_ops lbs_bounce_held_ops = {
+	.get = lbs_bounce_held_get,
 };
 
 static const struct kernel_param_ops lbs_bounce_peak_ops = {
 	.set = lbs_bounce_peak_set,
-	.get = lbs_bounce_count_get,
+	.get = lbs_bounce_peak_get,
 };
-module_param_cb(bounce_pages, &lbs_bounce_count_ops, &lbs_bounce_pages, 0444);
+module_param_cb(bounce_pages, &lbs_bounce_held_ops, NULL, 0444);
 MODULE_PARM_DESC(bounce_pages, "bounce pages all devices hold now");
-module_param_cb(bounce_pages_peak, &lbs_bounce_peak_ops, &lbs_bounce_peak,
-		0644);
+module_param_cb(bounce_pages_peak, &lbs_bounce_peak_ops, NULL, 0644);
 MODULE_PARM_DESC(bounce_pages_peak,
-		 "most bounce pages held at once (write to restart from now)");
+		 "sum of each device's most bounce pages held at once (write to restart from now)");
 
-/* Count nr more pages if the bound allows (always when !limited). */
-static bool lbs_bounce_charge(unsigned long nr, bool limited)
+/* Count nr more pages if the device's share allows (always when !limited). */
+static bool lbs_bounce_charge(struct lbs_config *cc, unsigned long nr,
+			      bool limited)
 {
-	long held = atomic_long_add_return(nr, &lbs_bounce_pages);
-	long peak = atomic_long_read(&lbs_bounce_peak);
+	long held = atomic_long_add_return(nr, &cc->bounce_held);
+	long peak = atomic_long_read(&cc->bounce_peak);
 
-	if (limited && held > (long)READ_ONCE(lbs_bounce_limit)) {
-		atomic_long_sub(nr, &lbs_bounce_pages);
-		return false;
+	if (limited) {
+		unsigned int devices = max(1U, READ_ONCE(lbs_bounce_nr_devices));
+		long share = READ_ONCE(lbs_bounce_limit) / devices;
+
+		if (held > share) {
+			atomic_long_sub(nr, &cc->bounce_held);
+			return false;
+		}
 	}
 	while (held > peak &&
-	       !atomic_long_try_cmpxchg(&lbs_bounce_peak, &peak, held))
+	       !atomic_long_try_cmpxchg(&cc->bounce_peak, &peak, held))
 		;
 	return true;
 }
 
-static void lbs_bounce_uncharge(unsigned long nr)
+static void lbs_bounce_uncharge(struct lbs_config *cc, unsigned long nr)
 {
-	atomic_long_sub(nr, &lbs_bounce_pages);
+	atomic_long_sub(nr, &cc->bounce_held);
 }
 
 /*
@@ -123,31 +162,32 @@ static void *lbs_page_alloc(gfp_t gfp, void *data)
 	struct lbs_config *cc = data;
 	struct page *page;
 
-	if (!lbs_bounce_charge(1, READ_ONCE(cc->bounce_limited)))
+	if (!lbs_bounce_charge(cc, 1, READ_ONCE(cc->bounce_limited)))
 		return NULL;
 	page = alloc_page(gfp);
 	if (!page)
-		lbs_bounce_uncharge(1);
+		lbs_bounce_uncharge(cc, 1);
 	return page;
 }
 
 static void lbs_page_free(void *element, void *data)
 {
 	__free_page(element);
-	lbs_bounce_uncharge(1);
+	lbs_bounce_uncharge(data, 1);
 }
 
 /* A compound page of 2^order pages, without waiting, within the bound. */
-static struct page *lbs_try_compound(unsigned int order)
+static struct page *lbs_try_compound(struct lbs_config *cc,
+				     unsigned int order)
 {
 	struct page *page;
 
-	if (!lbs_bounce_charge(1UL << order, true))
+	if (!lbs_bounce_charge(cc, 1UL << order, true))
 		return NULL;
 	page = alloc_pages(GFP_NOWAIT | __GFP_NORETRY | __GFP_NOWARN |
 			   __GFP_COMP, order);
 	if (!page)
-		lbs_bounce_uncharge(1UL << order);
+		lbs_bounce_uncharge(cc, 1UL << order);
 	return page;
 }
 
@@ -162,7 +202,7 @@ void lbs_free_bounce(struct lbs_config *cc, struct bio *clone)
 
 		if (order) {
 			__free_pages(page, order);
-			lbs_bounce_uncharge(1UL << order);
+			lbs_bounce_uncharge(cc, 1UL << order);
 		} else {
 			mempool_free(page, &cc->page_pool);
 		}
@@ -188,7 +228,7 @@ static bool lbs_fill_bounce(struct lbs_config *cc, struct bio *clone,
 
 		while (compound && order && !page) {
 			if ((PAGE_SIZE << order) <= size)
-				page = lbs_try_compound(order);
+				page = lbs_try_compound(cc, order);
 			if (!page)
 				order--;
 		}
@@ -252,6 +292,11 @@ int lbs_bounce_init(struct lbs_config *cc)
 	if (!READ_ONCE(lbs_bounce_limit))
 		WRITE_ONCE(lbs_bounce_limit, lbs_bounce_default());
 	mutex_init(&cc->bounce_lock);
+	mutex_lock(&lbs_bounce_devices_lock);
+	list_add_tail(&cc->bounce_node, &lbs_bounce_devices);
+	WRITE_ONCE(lbs_bounce_nr_devices, lbs_bounce_nr_devices + 1);
+	mutex_unlock(&lbs_bounce_devices_lock);
+	/* the reserve is counted, but not bounded */
 	r = mempool_init(&cc->page_pool, LBS_BOUNCE_PAGES, lbs_page_alloc,
 			 lbs_page_free, cc);
 	if (r)
@@ -264,5 +309,13 @@ int lbs_bounce_init(struct lbs_config *cc)
 void lbs_bounce_exit(struct lbs_config *cc)
 {
 	mempool_exit(&cc->page_pool);
+	if (cc->bounce_node.next) {
+		mutex_lock(&lbs_bounce_devices_lock);
+		list_del(&cc->bounce_node);
+		WRITE_ONCE(lbs_bounce_nr_devices, lbs_bounce_nr_devices - 1);
+		mutex_unlock(&lbs_bounce_devices_lock);
+		/* every page came back: a clone leaked otherwise */
+		WARN_ON_ONCE(atomic_long_read(&cc->bounce_held));
+	}
 	mutex_destroy(&cc->bounce_lock);
 }

@@ -169,7 +169,11 @@ struct lbs_config {
 
 	mempool_t req_pool;
 	mempool_t page_pool;
-	bool bounce_limited;	/* page_pool filled: the global bound applies */
+	bool bounce_limited;	/* page_pool filled: the share applies */
+	struct list_head bounce_node;	/* in bounce.c's list of devices */
+	/* bounce pages held now and at most: a line apart from the above */
+	atomic_long_t bounce_held ____cacheline_aligned_in_smp;
+	atomic_long_t bounce_peak;
 	struct bio_set bs;
 	struct mutex bounce_lock;	/* serialises reserve-draining writers */
 	int wq_id;		/* in the workqueues' names; 0: none taken */

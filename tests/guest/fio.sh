@@ -62,18 +62,16 @@ done
 
 # The same through an asynchronous cipher (cryptd queues and backlogs requests,
 # as an offload engine does) at the largest sector size, where the kernel has it.
-async_spec="capi:cryptd(xts(ecb(aes-generic)))-plain64"
-modprobe -q cryptd 2>/dev/null || true
+async_spec=$(cryptd_spec crypt_lbs "$dev" "$key")
 ss=$(bound)
-if dmsetup create lbs-fio --table "0 $len crypt_lbs $async_spec $key 0 $dev 0" >/dev/null 2>&1; then
-	dm_remove lbs-fio
+if [ -n "$async_spec" ]; then
 	map "$ss" "$key" "$async_spec"
 	run "$ss" || { cat "$log"; fail "async ss=$ss: fio randrw with verify through cryptd exited non-zero"; }
 	errors_zero "async ss=$ss randrw"
 	dm_remove lbs-fio
 	ok "async ss=$ss: fio randrw through $async_spec, crc32c verified"
 else
-	printf 'LBS-SKIP fio: the asynchronous case: no cryptd on this kernel (%s does not load)\n' "$async_spec"
+	printf 'LBS-SKIP fio: the asynchronous case: no cryptd on this kernel (cryptd(xts) does not load)\n'
 fi
 
 # the control: another key must make the verification fail

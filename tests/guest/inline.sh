@@ -99,14 +99,12 @@ check "no_read_workqueue no_write_workqueue" "no work item and no writer thread"
 
 # the asynchronous ciphers, where the kernel has them
 ciphers=()
-modprobe -q cryptd 2>/dev/null || true
-cryptd="capi:cryptd(xts(ecb(aes-generic)))-plain64"
-if dmsetup create lbs-in --table "0 8 crypt_lbs $cryptd $key 0 $dev 0" 2>/dev/null; then
+cryptd=$(cryptd_spec crypt_lbs "$dev" "$key")
+if [ -n "$cryptd" ]; then
 	ciphers+=("$cryptd")
 else
-	printf 'LBS-SKIP inline: %s: the kernel has no cryptd (CONFIG_CRYPTO_CRYPTD)\n' "$cryptd"
+	printf 'LBS-SKIP inline: cryptd(xts): the kernel has no cryptd (CONFIG_CRYPTO_CRYPTD)\n'
 fi
-dm_remove lbs-in
 if [ -f "$engine_ko" ] && insmod "$engine_ko" queue_depth=2 channels=1 latency_us=200; then
 	ciphers+=("capi:lbs-engine-xts-aes-plain64")
 else

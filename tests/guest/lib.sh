@@ -166,6 +166,25 @@ lbsize() {
 	cat "/sys/class/block/${d##*/}/queue/logical_block_size"
 }
 
+# cryptd_spec TARGET DEV KEY: the capi: spec of an asynchronous XTS cipher that
+# TARGET loads on this kernel (cryptd wrapping the generic AES, which 6.x names
+# aes-generic and 7.x aes-lib), or nothing where the kernel has no cryptd
+# (CONFIG_CRYPTO_CRYPTD is not set in Debian's arm64 kernels). cryptd is named
+# by driver: "cryptd(xts(aes))" finds no instance to wrap.
+cryptd_spec() {
+	local drv spec
+	modprobe -q cryptd 2>/dev/null || true
+	for drv in aes-generic aes-lib; do
+		spec="capi:cryptd(xts(ecb($drv)))-plain64"
+		if dmsetup create lbs-cryptd-probe --table "0 8 $1 $spec $3 0 $2 0" >/dev/null 2>&1; then
+			dm_remove lbs-cryptd-probe
+			printf '%s\n' "$spec"
+			return 0
+		fi
+		dmesg -c >/dev/null 2>&1 || true	# the refusal's log line
+	done
+}
+
 # page_size, and bound: the largest sector_size dm-crypt-lbs accepts here (min(page, 65536)).
 page_size() {
 	getconf PAGESIZE

@@ -108,7 +108,7 @@ struct Cli {
       }
       return it->second;
     };
-    services.installed_tool = "/usr/bin/lbscrypt";
+    services.installed_tool = "/usr/sbin/lbscrypt";
     services.attach.key_file_mode = [](const std::string &) { return std::optional(0100400U); };
     return lbscrypt::cli::run(args, out, err, services);
   }
@@ -690,6 +690,6 @@ TEST_CASE("cli generate-units: no lbscrypttab is no error, a bad line is", "[cli
   std::ifstream unit(dir / "lbscrypt@ok.service");
   std::ostringstream text;
   text << unit.rdbuf();
-  CHECK_THAT(text.str(), Catch::Contains("ExecStart=/usr/bin/lbscrypt attach 'ok'"));
+  CHECK_THAT(text.str(), Catch::Contains("ExecStart=/usr/sbin/lbscrypt attach 'ok'"));
   std::filesystem::remove_all(dir);
 }

@@ -52,7 +52,7 @@ struct TempDir {
   }
 };
 
-const lbscrypt::GeneratorSettings kSettings{"/usr/bin/lbscrypt", "/etc/lbscrypttab"};
+const lbscrypt::GeneratorSettings kSettings{"/usr/sbin/lbscrypt", "/etc/lbscrypttab"};
 
 }  // namespace
 
@@ -103,7 +103,7 @@ TEST_CASE("generator: what systemd would expand is escaped in Exec lines", "[uni
   REQUIRE_FALSE(units.files.empty());
   const std::string &unit = units.files.front().text;
   CHECK_THAT(unit, Catch::Contains("RequiresMountsFor=/etc/50%%key\n"));
-  CHECK_THAT(unit, Catch::Contains("ExecStart=/usr/bin/lbscrypt attach 'v' '/dev/vdb' "
+  CHECK_THAT(unit, Catch::Contains("ExecStart=/usr/sbin/lbscrypt attach 'v' '/dev/vdb' "
                                    "'/etc/50%%key' "
                                    "'cipher=aes-xts-plain64,size=256,check=/opt/$$HOME/it\\'s\\\\n'"
                                    "\n"));

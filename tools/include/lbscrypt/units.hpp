@@ -34,7 +34,7 @@ struct GeneratedUnits {
 };
 
 struct GeneratorSettings {
-  std::string tool;    // the lbscrypt the units run: /usr/bin/lbscrypt
+  std::string tool;    // the lbscrypt the units run: /usr/sbin/lbscrypt
   std::string source;  // the file the lines come from: /etc/lbscrypttab
 };
 

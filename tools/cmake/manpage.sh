@@ -1,13 +1,19 @@
 #!/bin/bash
-# debian/manpage RST VERSION EPOCH: print Documentation/lbscrypt.rst rearranged as
-# the source of the lbscrypt(8) manual page for rst2man: man page header fields,
-# SYNOPSIS first, the introduction as DESCRIPTION, the other sections in their
-# order except those about building or installing from this source, SEE ALSO.
+# tools/cmake/manpage.sh RST VERSION OUT: write to OUT Documentation/lbscrypt.rst
+# rearranged as the source of the lbscrypt(8) manual page for rst2man (the build
+# runs it, tools/cmake/Install.cmake): man page header fields, SYNOPSIS first,
+# the introduction as DESCRIPTION, the other sections in their order except those
+# about building or installing from this source, SEE ALSO.  The date is
+# SOURCE_DATE_EPOCH's (dpkg-buildpackage sets it from debian/changelog), else
+# RST's modification time.
 set -euo pipefail
 
-[ $# -eq 3 ] || { echo "usage: debian/manpage RST VERSION EPOCH" >&2; exit 2; }
-rst=$1 version=$2
-date=$(date -u -d "@$3" +%Y-%m-%d)
+[ $# -eq 3 ] || { echo "usage: tools/cmake/manpage.sh RST VERSION OUT" >&2; exit 2; }
+rst=$1 version=$2 out=$3
+epoch=${SOURCE_DATE_EPOCH:-$(date -r "$rst" +%s)}
+date=$(date -u -d "@$epoch" +%Y-%m-%d)
+exec >"$out.tmp"
+trap 'rm -f "$out.tmp"' EXIT
 
 cat <<HEADER
 ========
@@ -37,15 +43,15 @@ awk -v skip='Building and testing|Installing the Debian package' '
 			    (i == 1 || line[i - 1] !~ /^=+$/))
 				start[++n] = i
 		}
-		if (n == 0) { print "debian/manpage: no sections found" > "/dev/stderr"; exit 1 }
+		if (n == 0) { print "manpage.sh: no sections found" > "/dev/stderr"; exit 1 }
 		start[n + 1] = NR + 1
 		# the introduction: after the title, without the contents directive
 		for (i = 1; i < start[1]; i++)
 			if (line[i] ~ /^=+$/ && line[i + 2] ~ /^=+$/) { intro = i + 3; break }
-		if (!intro) { print "debian/manpage: no document title found" > "/dev/stderr"; exit 1 }
+		if (!intro) { print "manpage.sh: no document title found" > "/dev/stderr"; exit 1 }
 		for (s = 1; s <= n; s++)
 			if (line[start[s]] == "Synopsis") emit(s)
-		if (!synopsis) { print "debian/manpage: no Synopsis section" > "/dev/stderr"; exit 1 }
+		if (!synopsis) { print "manpage.sh: no Synopsis section" > "/dev/stderr"; exit 1 }
 		print "Description"
 		print "==========="
 		for (i = intro; i < start[1]; i++) {
@@ -70,3 +76,5 @@ See also
 **systemd-ask-password**\ (1), **systemd.generator**\ (7);
 /usr/share/doc/dm-crypt-lbs-dkms/README.Debian when the module package is installed.
 FOOTER
+mv "$out.tmp" "$out"
+trap - EXIT
