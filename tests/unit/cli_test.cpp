@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "cli.hpp"
 #include "fakes.hpp"
@@ -29,9 +34,6 @@ class KernelRef final : public lbscrypt::Kernel {
   lbscrypt::Result<lbscrypt::DeviceInfo> info(std::string_view n) override { return fake_.info(n); }
   lbscrypt::Result<std::vector<lbscrypt::TargetLine>> table(std::string_view n) override {
     return fake_.table(n);
-  }
-  lbscrypt::Result<std::vector<lbscrypt::TargetLine>> status(std::string_view n) override {
-    return fake_.status(n);
   }
 
  private:
@@ -99,8 +101,18 @@ struct Cli {
         return lbscrypt::Result<lbscrypt::SecretBuffer>(lbscrypt::SecretBuffer(pass, 13));
       });
     };
+    services.read_file = [this](const std::string &path) -> lbscrypt::Result<std::string> {
+      const auto it = files.find(path);
+      if (it == files.end()) {
+        return lbscrypt::make_error(lbscrypt::Errc::not_found, "no " + path);
+      }
+      return it->second;
+    };
+    services.installed_tool = "/usr/sbin/lbscrypt";
+    services.attach.key_file_mode = [](const std::string &) { return std::optional(0100400U); };
     return lbscrypt::cli::run(args, out, err, services);
   }
+  std::map<std::string, std::string> files;  // what read_file finds
 };
 
 }  // namespace
@@ -297,8 +309,22 @@ TEST_CASE("cli open, status, close", "[cli]") {
   CHECK(j["dm_device"] == "/dev/dm-0");
   CHECK(cli.out.str().find(kKeyHex) == std::string::npos);
 
+  // Active with another table: refused in one line, nothing touched.
   CHECK(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "big"}) == lbscrypt::cli::kExitBusy);
-  CHECK(cli.err.str() == "lbscrypt: Device big already exists.\n");
+  CHECK(cli.err.str() ==
+        "lbscrypt: Device big is already active with another table (sector size 65536, not "
+        "512): close it first, or give another name\n");
+  // Active as asked: success, and no key is read (the key file is not even named).
+  const int creates = cli.kernel.creates;
+  CHECK(cli.run({"open", "--sector-size", "65536", "/dev/ram0", "big"}) == 0);
+  CHECK(cli.kernel.creates == creates);
+  CHECK_THAT(cli.out.str(), Catch::Contains("/dev/mapper/big"));
+  CHECK_THAT(cli.err.str(), Catch::Contains("big is already active as requested"));
+  CHECK(cli.run({"open", "--sector-size", "65536", "--key-size", "512", "/dev/ram0", "big"}) ==
+        lbscrypt::cli::kExitBusy);
+  CHECK_THAT(cli.err.str(), Catch::Contains("key size 256, not 512"));
+  CHECK(cli.run({"open", "--sector-size", "65536", "-r", "/dev/ram0", "big"}) ==
+        lbscrypt::cli::kExitBusy);
   CHECK(cli.run({"close", "big"}) == 0);
   CHECK(cli.kernel.mappings.empty());
   CHECK(cli.run({"close", "big"}) == lbscrypt::cli::kExitDevice);
@@ -415,7 +441,7 @@ TEST_CASE("cli exit codes and messages are cryptsetup's", "[cli]") {
   Cli cli;
   REQUIRE(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "x"}) == 0);
   CHECK(cli.kernel.mappings.at("x").info.uuid == "CRYPT-PLAIN-x");
-  CHECK(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "x"}) == 5);
+  CHECK(cli.run({"open", "-d", kKeyFile, "--offset", "8", "/dev/ram0", "x"}) == 5);
   CHECK(cli.run({"open", "-d", kKeyFile, "/dev/absent", "y"}) == 4);
   CHECK_THAT(cli.err.str(), Catch::Contains("/dev/absent"));
   cli.kernel.mappings.at("x").info.open_count = 1;
@@ -620,4 +646,50 @@ TEST_CASE("cli open: a second mapping over a device in use needs --shared", "[cl
                                 Catch::Contains("--shared"));
   REQUIRE(cli.run({"open", "-q", "--shared", "/dev/ram0", "second"}) == 0);
   CHECK(cli.kernel.mappings.contains("second"));
+}
+
+TEST_CASE("cli attach: one line's fields, and a second start succeeds without the key",
+          "[cli][boot]") {
+  Cli cli;
+  const std::string options = "cipher=aes-xts-plain64,size=256,sector-size=65536";
+  REQUIRE(cli.run({"attach", "vol", "/dev/ram0", kKeyFile, options}) == 0);
+  CHECK(cli.out.str() == "vol: /dev/mapper/vol (/dev/dm-0)\n");
+  CHECK(cli.err.str().empty());
+  CHECK(std::string(cli.kernel.mappings.at("vol").line.params.view()) ==
+        "aes-xts-plain64 " + kKeyHex + " 0 /dev/ram0 0 1 sector_size:65536");
+  REQUIRE(cli.run({"attach", "vol", "/dev/ram0", "/nonexistent", options}) == 0);
+  CHECK(cli.out.str() ==
+        "vol: /dev/mapper/vol (/dev/dm-0), already active as lbscrypttab describes it\n");
+  CHECK(cli.kernel.creates == 1);
+  CHECK(cli.run({"attach", "vol", "/dev/ram0", kKeyFile, options + ",bogus"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() ==
+        "lbscrypt: unknown option 'bogus': see lbscrypttab(5) for the options lbscrypt takes\n");
+  cli.devices.users["/dev/ram0"] = "device-mapper mapping vol (dm-0)";
+  CHECK(cli.run({"attach", "other", "/dev/ram0", kKeyFile, options}) == lbscrypt::cli::kExitBusy);
+  CHECK(cli.kernel.creates == 1);
+}
+
+TEST_CASE("cli generate-units: no lbscrypttab is no error, a bad line is", "[cli][boot]") {
+  Cli cli;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("lbscrypt-cli-units-" + std::to_string(getpid()));
+  CHECK(cli.run({"generate-units", "--tab", "/etc/lbscrypttab-absent", dir.string()}) == 0);
+  CHECK_FALSE(std::filesystem::exists(dir));
+  cli.files["/t"] =
+      "ok /dev/vdb /k cipher=aes-xts-plain64,size=256\n"
+      "bad /dev/vdc /k cipher=aes-xts-plain64,size=256,bogus\n";
+  std::filesystem::create_directories(dir);
+  CHECK(cli.run({"generate-units", "--tab", "/t", dir.string(), "/early", "/late"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() ==
+        "lbscrypt-generator: /t:2: bad: unknown option 'bogus': see "
+        "lbscrypttab(5) for the options lbscrypt takes (the line is skipped)\n");
+  CHECK(std::filesystem::exists(dir / "lbscrypt@ok.service"));
+  CHECK_FALSE(std::filesystem::exists(dir / "lbscrypt@bad.service"));
+  std::ifstream unit(dir / "lbscrypt@ok.service");
+  std::ostringstream text;
+  text << unit.rdbuf();
+  CHECK_THAT(text.str(), Catch::Contains("ExecStart=/usr/sbin/lbscrypt attach 'ok'"));
+  std::filesystem::remove_all(dir);
 }

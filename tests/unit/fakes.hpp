@@ -32,6 +32,7 @@ class FakeKernel final : public Kernel {
   bool fail_table = false;
   int creates = 0;
   int removes = 0;
+  int busy_removes = 0;  // removes that fail with EBUSY first (udev probing the device)
 
   struct Mapping {
     DeviceInfo info;
@@ -101,6 +102,10 @@ class FakeKernel final : public Kernel {
 
   Result<void> remove(std::string_view name) override {
     ++removes;
+    if (busy_removes > 0) {
+      --busy_removes;
+      return make_error(Errc::busy, "the kernel refused: Device or resource busy", EBUSY);
+    }
     const auto it = mappings.find(name);
     if (it == mappings.end()) {
       return make_error(Errc::not_found, "no such device");
@@ -129,8 +134,6 @@ class FakeKernel final : public Kernel {
     lines.push_back(it->second.line);
     return lines;
   }
-
-  Result<std::vector<TargetLine>> status(std::string_view name) override { return table(name); }
 };
 
 class FakeBlockDevices final : public BlockDevices {

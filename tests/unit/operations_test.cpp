@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include <catch2/catch.hpp>
 
+#include <chrono>
+
 #include "fakes.hpp"
 #include "lbscrypt/operations.hpp"
 
@@ -17,6 +19,18 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1024ULL * 1024;
 
+SecretBuffer test_key() { return {"0123456789abcdef0123456789abcdef", 32}; }
+
+// The table open would load: prepare_table() and the key.
+lbscrypt::Result<lbscrypt::CryptTable> keyed_table(const MappingRequest &request,
+                                                   const Environment &env) {
+  auto table = lbscrypt::prepare_table(request, env);
+  if (table) {
+    table->key = test_key();
+  }
+  return table;
+}
+
 struct Fixture {
   FakeKernel kernel;
   FakeBlockDevices devices;
@@ -30,16 +44,16 @@ struct Fixture {
     request.device = "/dev/ram0";
   }
 
-  static SecretBuffer key() { return {"0123456789abcdef0123456789abcdef", 32}; }
+  static SecretBuffer key() { return test_key(); }
 
   [[nodiscard]] std::string table_line() const {
-    const auto t = lbscrypt::build_table(request, key(), env);
+    const auto t = keyed_table(request, env);
     REQUIRE(t.ok());
     return std::string(lbscrypt::format_table_line(*t).view());
   }
 
   [[nodiscard]] lbscrypt::Error refusal() const {
-    const auto t = lbscrypt::build_table(request, key(), env);
+    const auto t = keyed_table(request, env);
     REQUIRE_FALSE(t.ok());
     CHECK(kernel.creates == 0);  // nothing touched
     return t.error();
@@ -51,7 +65,7 @@ struct Fixture {
 TEST_CASE("a 64K table on a v1.30.0 kernel with 64K pages", "[operations]") {
   Fixture f;
   f.request.sector_size = 65536;
-  f.request.iv_large_sectors = true;
+  f.request.flags.iv_large_sectors = true;
   CHECK(f.table_line() ==
         "0 131072 crypt aes-xts-plain64 30313233343536373839616263646566"
         "30313233343536373839616263646566 0 /dev/ram0 0 2 sector_size:65536 iv_large_sectors");
@@ -63,9 +77,9 @@ TEST_CASE("offset, skip, size and flags go where the kernel expects them", "[ope
   f.request.offset = 2048;
   f.request.skip = 56;
   f.request.size = 8192;
-  f.request.allow_discards = true;
-  f.request.no_read_workqueue = true;
-  f.request.same_cpu_crypt = true;
+  f.request.flags.allow_discards = true;
+  f.request.flags.no_read_workqueue = true;
+  f.request.flags.same_cpu_crypt = true;
   const std::string line = f.table_line();
   CHECK_THAT(line, Catch::StartsWith("0 8192 crypt aes-xts-plain64 "));
   CHECK_THAT(line, Catch::EndsWith(" 56 /dev/ram0 2048 4 allow_discards same_cpu_crypt "
@@ -159,13 +173,13 @@ TEST_CASE("assumed capabilities need no kernel", "[operations]") {
   request.device = "/dev/vdb";  // not on this machine: --size stands in
   request.size = 64;
   request.sector_size = 16384;
-  const auto t = lbscrypt::build_table(request, Fixture::key(), env);
+  const auto t = keyed_table(request, env);
   REQUIRE(t.ok());
   CHECK(t->length == 64U);
   request.sector_size = 32768;
-  CHECK_FALSE(lbscrypt::build_table(request, Fixture::key(), env).ok());
+  CHECK_FALSE(keyed_table(request, env).ok());
   env.assume_page_size.reset();
-  const auto no_kernel = lbscrypt::build_table(request, Fixture::key(), env);
+  const auto no_kernel = keyed_table(request, env);
   REQUIRE_FALSE(no_kernel.ok());
   CHECK_THAT(no_kernel.error().message, Catch::Contains("--assume-page-size"));
 }
@@ -189,7 +203,7 @@ TEST_CASE("check reports the limits and a verdict", "[operations]") {
 TEST_CASE("open, status and close through the kernel interface", "[operations]") {
   Fixture f;
   f.request.sector_size = 65536;
-  const auto t = lbscrypt::build_table(f.request, Fixture::key(), f.env);
+  const auto t = keyed_table(f.request, f.env);
   REQUIRE(t.ok());
   const auto opened = lbscrypt::open_mapping("big", *t, false, f.env);
   REQUIRE(opened.ok());
@@ -272,7 +286,7 @@ TEST_CASE("a regular file gets a loop device, released after the mapping holds i
   f.devices.sizes["/tmp/disk.img"] = kMiB;
   f.devices.regular_files["/tmp/disk.img"] = true;
   f.request.device = "/tmp/disk.img";
-  const auto t = lbscrypt::build_table(f.request, Fixture::key(), f.env);
+  const auto t = keyed_table(f.request, f.env);
   REQUIRE(t.ok());
   const auto opened = lbscrypt::open_mapping("img", *t, false, f.env);
   REQUIRE(opened.ok());
@@ -328,7 +342,7 @@ TEST_CASE("names and UUIDs as cryptsetup makes and reads them", "[operations]") 
 TEST_CASE("a mapping that reads back differently is removed again", "[operations]") {
   Fixture f;
   f.request.sector_size = 65536;
-  const auto t = lbscrypt::build_table(f.request, Fixture::key(), f.env);
+  const auto t = keyed_table(f.request, f.env);
   REQUIRE(t.ok());
   f.kernel.recorded_override = "4096";
   const auto opened = lbscrypt::open_mapping("big", *t, false, f.env);
@@ -419,7 +433,7 @@ TEST_CASE("a --size does not skip the device checks", "[operations]") {
 
 TEST_CASE("a device in use is not mapped again unless shared", "[operations]") {
   Fixture f;
-  const auto t = lbscrypt::build_table(f.request, Fixture::key(), f.env);
+  const auto t = keyed_table(f.request, f.env);
   REQUIRE(t.ok());
   f.devices.users["/dev/ram0"] = "device-mapper mapping first (dm-0)";
   const auto refused = lbscrypt::open_mapping("second", *t, false, f.env);
@@ -432,4 +446,70 @@ TEST_CASE("a device in use is not mapped again unless shared", "[operations]") {
   const auto shared = lbscrypt::open_mapping("second", *t, false, f.env, true);
   REQUIRE(shared.ok());
   CHECK(f.kernel.creates == 1);
+}
+
+TEST_CASE("close retries a brief EBUSY, then says the device is in use", "[operations]") {
+  Fixture f;
+  f.request.sector_size = 4096;
+  const auto t = keyed_table(f.request, f.env);
+  REQUIRE(t.ok());
+  REQUIRE(lbscrypt::open_mapping("b", *t, false, f.env).ok());
+  const lbscrypt::CloseRetry quick{3, std::chrono::milliseconds(1)};
+  f.kernel.busy_removes = 2;  // udev's probe lets go after two tries
+  REQUIRE(lbscrypt::close_mapping("b", f.env, quick).ok());
+  CHECK(f.kernel.removes == 3);
+  CHECK(f.kernel.mappings.empty());
+
+  REQUIRE(lbscrypt::open_mapping("b", *t, false, f.env).ok());
+  f.kernel.busy_removes = 10;
+  const auto busy = lbscrypt::close_mapping("b", f.env, quick);
+  REQUIRE_FALSE(busy.ok());
+  CHECK(busy.error().code == Errc::busy);
+  CHECK(busy.error().message == "Device b is still in use.");
+  CHECK(f.kernel.removes == 3 + 4);  // the first try and three more
+  CHECK(f.kernel.mappings.size() == 1);
+  // Held open (a mount): tried again as well, never removed.
+  f.kernel.busy_removes = 0;
+  f.kernel.mappings.at("b").info.open_count = 1;
+  CHECK(lbscrypt::close_mapping("b", f.env, quick).error().code == Errc::busy);
+  CHECK(f.kernel.removes == 7);
+}
+
+TEST_CASE("active_as compares every field but the key", "[operations]") {
+  Fixture f;
+  f.request.sector_size = 4096;
+  f.request.flags.allow_discards = true;
+  auto t = keyed_table(f.request, f.env);
+  REQUIRE(t.ok());
+  CHECK_FALSE(lbscrypt::active_as("a", *t, 32, false, f.env)->has_value());
+  REQUIRE(lbscrypt::open_mapping("a", *t, false, f.env).ok());
+  const auto same = lbscrypt::active_as("a", *t, 32, false, f.env);
+  REQUIRE(same.ok());
+  CHECK(same->has_value());
+  const auto differs = [&](const lbscrypt::CryptTable &other, std::uint32_t key_bytes, bool ro) {
+    const auto r = lbscrypt::active_as("a", other, key_bytes, ro, f.env);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::exists);
+    return r.error().message;
+  };
+  CHECK_THAT(differs(*t, 64, false), Catch::Contains("key size 256, not 512"));
+  CHECK_THAT(differs(*t, 32, true), Catch::Contains("(read/write)"));
+  auto other = *t;
+  other.cipher = "aes-cbc-essiv:sha256";
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("cipher aes-xts-plain64, not aes-cbc"));
+  other = *t;
+  other.offset = 8;
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("offset 0, not 8"));
+  other = *t;
+  other.iv_offset = 8;
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("skip 0, not 8"));
+  other = *t;
+  other.device = "/dev/ram1";
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("device /dev/ram0, not /dev/ram1"));
+  other = *t;
+  other.options.allow_discards = false;
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("allow_discards set"));
+  other = *t;
+  other.length -= 8;
+  CHECK_THAT(differs(other, 32, false), Catch::Contains("size"));
 }

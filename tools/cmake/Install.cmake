@@ -4,7 +4,23 @@
 #   sbin/lbscrypt                                  the program
 #   share/bash-completion/completions/lbscrypt     tools/completion/lbscrypt
 #   share/man/man8/lbscrypt.8                      from Documentation/lbscrypt.rst
+#   lib/systemd/system-generators/lbscrypt-generator  a link to sbin/lbscrypt
 include(GNUInstallDirs)
+
+# The systemd generator (lbscrypttab(5)) is lbscrypt itself under another name: main.cpp runs
+# `generate-units` when argv[0] is lbscrypt-generator. systemd reads
+# /usr/lib/systemd/system-generators (and /usr/local/lib/...), not a GNUInstallDirs libdir.
+set(LBSCRYPT_GENERATOR_DIR "lib/systemd/system-generators" CACHE STRING
+    "systemd system generator directory, relative to the install prefix")
+file(RELATIVE_PATH _lbs_generator_to_tool
+     "${CMAKE_INSTALL_PREFIX}/${LBSCRYPT_GENERATOR_DIR}"
+     "${CMAKE_INSTALL_FULL_SBINDIR}/lbscrypt")
+install(CODE "
+  set(link \"\$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}/${LBSCRYPT_GENERATOR_DIR}/lbscrypt-generator\")
+  file(MAKE_DIRECTORY \"\$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}/${LBSCRYPT_GENERATOR_DIR}\")
+  file(CREATE_LINK \"${_lbs_generator_to_tool}\" \"\${link}\" SYMBOLIC)
+  message(STATUS \"Installing: \${link} -> ${_lbs_generator_to_tool}\")
+")
 
 install(FILES "${CMAKE_CURRENT_SOURCE_DIR}/completion/lbscrypt"
         DESTINATION "${CMAKE_INSTALL_DATADIR}/bash-completion/completions")

@@ -72,7 +72,8 @@ cat <<'FOOTER'
 See also
 ========
 
-**cryptsetup**\ (8), **dmsetup**\ (8), **dkms**\ (8);
+**cryptsetup**\ (8), **dmsetup**\ (8), **dkms**\ (8), **crypttab**\ (5),
+**systemd-ask-password**\ (1), **systemd.generator**\ (7);
 /usr/share/doc/dm-crypt-lbs-dkms/README.Debian when the module package is installed.
 FOOTER
 mv "$out.tmp" "$out"

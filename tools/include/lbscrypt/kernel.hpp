@@ -66,7 +66,6 @@ class Kernel {
   // Errc::not_found when no such mapping exists.
   [[nodiscard]] virtual Result<DeviceInfo> info(std::string_view name) = 0;
   [[nodiscard]] virtual Result<std::vector<TargetLine>> table(std::string_view name) = 0;
-  [[nodiscard]] virtual Result<std::vector<TargetLine>> status(std::string_view name) = 0;
 };
 
 [[nodiscard]] std::unique_ptr<Kernel> make_devmapper_kernel();

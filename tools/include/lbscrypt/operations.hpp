@@ -3,6 +3,7 @@
 // check what this kernel allows, open / close / report a plain mapping.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -42,12 +43,7 @@ struct MappingRequest {
   std::uint64_t skip = 0;             // --skip: iv_offset
   std::optional<std::uint64_t> size;  // --size; default: the rest of the device
   std::uint32_t sector_size = 512;    // --sector-size, bytes
-  bool iv_large_sectors = false;
-  bool allow_discards = false;
-  bool same_cpu_crypt = false;
-  bool submit_from_crypt_cpus = false;
-  bool no_read_workqueue = false;
-  bool no_write_workqueue = false;
+  CryptFlags flags;                   // allow_discards, ... (kFlagWords)
   MappingType type = MappingType::plain;
 };
 
@@ -57,10 +53,6 @@ struct MappingRequest {
 // device-mapper is needed (every crypt target takes those sizes); above, its version is.
 [[nodiscard]] Result<CryptTable> prepare_table(const MappingRequest &request,
                                                const Environment &env);
-
-// prepare_table() with the key filled in.
-[[nodiscard]] Result<CryptTable> build_table(const MappingRequest &request, SecretBuffer key,
-                                             const Environment &env);
 
 // A mapping named as cryptsetup takes it: NAME or /dev/mapper/NAME.
 [[nodiscard]] std::string mapping_name(std::string_view argument);
@@ -102,8 +94,24 @@ struct OpenResult {
                                               bool read_only, const Environment &env,
                                               bool shared = false);
 
-// Errc::not_found when there is no such mapping, Errc::busy when it is in use.
-[[nodiscard]] Result<void> close_mapping(const std::string &name, const Environment &env);
+// The mapping `name` when it is already active as `table` and `read_only` would make it: the
+// same target, device, cipher, key size (the key itself is not compared: it is not asked for),
+// offsets, length, sector size and flags. nullopt when there is no such mapping; Errc::exists
+// naming the first difference when it is active otherwise.
+[[nodiscard]] Result<std::optional<DeviceInfo>> active_as(const std::string &name,
+                                                          const CryptTable &table,
+                                                          std::uint32_t key_bytes, bool read_only,
+                                                          const Environment &env);
+
+// Errc::not_found when there is no such mapping, Errc::busy when it is in use. A mapping in
+// use is tried again `busy_retries` times, `retry_delay` apart: udev's probes and blkid hold
+// a new mapping for a moment, as cryptsetup knows.
+struct CloseRetry {
+  unsigned busy_retries = 5;
+  std::chrono::milliseconds retry_delay{200};
+};
+[[nodiscard]] Result<void> close_mapping(const std::string &name, const Environment &env,
+                                         const CloseRetry &retry = {});
 
 struct StatusReport {
   DeviceInfo device;

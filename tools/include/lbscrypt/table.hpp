@@ -4,6 +4,7 @@
 // parsed into typed fields and formatted back exactly as the kernel prints it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,21 +38,52 @@ struct IntegrityOption {  // integrity:<tag_size>:<auth>
   bool operator==(const IntegrityOption &) const = default;
 };
 
-// Optional parameters. Formatting prints them in the kernel's order:
-// allow_discards same_cpu_crypt high_priority submit_from_crypt_cpus no_read_workqueue
-// no_write_workqueue integrity: sector_size: iv_large_sectors integrity_key_size:
-struct CryptOptions {
+// The dm-crypt flags: optional parameters that are one word without a value.
+struct CryptFlags {
   bool allow_discards = false;
   bool same_cpu_crypt = false;
   bool high_priority = false;
   bool submit_from_crypt_cpus = false;
   bool no_read_workqueue = false;
   bool no_write_workqueue = false;
+  bool iv_large_sectors = false;
+  bool operator==(const CryptFlags &) const = default;
+};
+
+// Each flag's words, written once for the table parser and formatter, JSON and status output,
+// the command line and lbscrypttab. An empty word: that interface has none for the flag.
+struct FlagWord {
+  std::string_view table;     // the kernel's word: allow_discards
+  std::string_view status;    // cryptsetup status's "flags:" word: discards
+  std::string_view cli;       // the option of table and open: --allow-discards
+  std::string_view crypttab;  // the crypttab(5) option: discard
+  bool CryptFlags::*member;
+  bool after_sector_size;  // the kernel prints it after sector_size:, not before integrity:
+};
+
+inline constexpr std::array<FlagWord, 7> kFlagWords{{
+    {"allow_discards", "discards", "--allow-discards", "discard", &CryptFlags::allow_discards,
+     false},
+    {"same_cpu_crypt", "same_cpu_crypt", "--perf-same_cpu_crypt", "same-cpu-crypt",
+     &CryptFlags::same_cpu_crypt, false},
+    {"high_priority", "", "", "", &CryptFlags::high_priority, false},
+    {"submit_from_crypt_cpus", "submit_from_crypt_cpus", "--perf-submit_from_crypt_cpus",
+     "submit-from-crypt-cpus", &CryptFlags::submit_from_crypt_cpus, false},
+    {"no_read_workqueue", "no_read_workqueue", "--perf-no_read_workqueue", "no-read-workqueue",
+     &CryptFlags::no_read_workqueue, false},
+    {"no_write_workqueue", "no_write_workqueue", "--perf-no_write_workqueue", "no-write-workqueue",
+     &CryptFlags::no_write_workqueue, false},
+    {"iv_large_sectors", "", "--iv-large-sectors", "", &CryptFlags::iv_large_sectors, true},
+}};
+
+// Optional parameters. Formatting prints them in the kernel's order:
+// allow_discards same_cpu_crypt high_priority submit_from_crypt_cpus no_read_workqueue
+// no_write_workqueue integrity: sector_size: iv_large_sectors integrity_key_size:
+struct CryptOptions : CryptFlags {
   std::optional<IntegrityOption> integrity;
   // The sector_size argument exactly as written ("4096", or "4096abc" in a table under
   // test). Absent means the default, 512. Use sector_size() for the validated number.
   std::optional<std::string> sector_size_arg;
-  bool iv_large_sectors = false;
   std::optional<std::uint32_t> integrity_key_size;
 
   // Number of option words the line carries (the <#opt_params> field).

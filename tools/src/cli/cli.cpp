@@ -7,9 +7,14 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <limits>
 #include <ostream>
+#include <sstream>
 
+#include "boot_cmd.hpp"
 #include "lbscrypt/numbers.hpp"
 #include "lbscrypt/operations.hpp"
 #include "lbscrypt/version.hpp"
@@ -122,13 +127,12 @@ void add_mapping_options(CLI::App &cmd, Options &o, Parsed &p) {
                           "Size in 512-byte sectors (default: the rest of the device)");
   p.sector_size = cmd.add_option("--sector-size", n.sector_size,
                                  "Encryption sector size in bytes (default 512)");
-  cmd.add_flag("--iv-large-sectors", m.iv_large_sectors, "IV counts sector-size units");
-  cmd.add_flag("--allow-discards", m.allow_discards, "Pass discards through");
-  cmd.add_flag("--perf-same_cpu_crypt", m.same_cpu_crypt, "dm-crypt same_cpu_crypt");
-  cmd.add_flag("--perf-submit_from_crypt_cpus", m.submit_from_crypt_cpus,
-               "dm-crypt submit_from_crypt_cpus");
-  cmd.add_flag("--perf-no_read_workqueue", m.no_read_workqueue, "dm-crypt no_read_workqueue");
-  cmd.add_flag("--perf-no_write_workqueue", m.no_write_workqueue, "dm-crypt no_write_workqueue");
+  for (const FlagWord &flag : kFlagWords) {
+    if (!flag.cli.empty()) {
+      cmd.add_flag(std::string(flag.cli), m.flags.*flag.member,
+                   fmt::format("dm-crypt {}", flag.table));
+    }
+  }
   cmd.add_flag("--verify-passphrase,-y", o.verify, "Ask for the passphrase twice");
   p.timeout = cmd.add_option("--timeout,-t", n.timeout,
                              "Seconds to wait for a passphrase on a terminal (0: no limit)");
@@ -356,6 +360,19 @@ int benchmark(const Options &o, const Parsed &p, const Environment &env, const S
   return succeed(err, o);
 }
 
+// A whole text file; Errc::not_found when it does not exist.
+Result<std::string> read_text_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int error = errno;
+    return make_error(error == ENOENT ? Errc::not_found : Errc::device,
+                      fmt::format("cannot read {}: {}", path, std::strerror(error)), error);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 int exit_code(Errc code) {
@@ -388,71 +405,108 @@ Services system_services() {
   s.make_observer = make_system_observer;
   s.is_root = geteuid() == 0;
   s.make_crypto = make_af_alg_crypto;
+  s.attach = system_attach_services();
+  s.read_file = read_text_file;
+  s.installed_tool = kInstalledTool;
   return s;
 }
 
-// NOLINTNEXTLINE(readability-function-cognitive-complexity)
-int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &err,
-        const Services &services) {
-  CLI::App app{"lbscrypt: dm-crypt plain mappings with sector sizes up to the page size",
-               "lbscrypt"};
-  app.set_help_flag("--help", "Print this help and exit");
-  app.set_version_flag("--version", std::string("lbscrypt ") + kToolVersion);
-  app.require_subcommand(1);
+namespace {
+
+// Every command, its options and what they fill in.
+struct Commands {
   Options o;
-  add_common_flags(app, o);
   Parsed table_p;
   Parsed open_p;
   Parsed check_p;
   Parsed bench_p;
-
-  auto *table = app.add_subcommand("table", "Print a crypt table line for dmsetup create");
-  table->set_help_flag("--help");
-  add_mapping_options(*table, o, table_p);
-  table->add_flag("--json", o.json, "JSON output");
-  table->add_flag("--showkeys", o.show_keys, "Print the key even when stdout is a terminal");
-  table->add_option("device", o.mapping.device, "Backing device")->required();
-
-  auto *open = app.add_subcommand("open", "Open a plain mapping (libdevmapper)");
-  open->set_help_flag("--help");
-  add_mapping_options(*open, o, open_p);
-  open->add_option("--type,-M", o.type, "Mapping type: plain")->capture_default_str();
-  open->add_flag("--readonly,-r", o.read_only, "Read-only mapping");
-  open->add_flag("--shared", o.shared,
-                 "Map a device that is already in use (another mapping over it), as cryptsetup");
-  open->add_option("device", o.mapping.device, "Backing device or regular file")->required();
-  open->add_option("name", o.name, "Mapping name")->required();
-
-  auto *close = app.add_subcommand("close", "Remove a mapping");
-  close->set_help_flag("--help");
-  close->add_option("--target", o.target_type, "Device-mapper target name")->capture_default_str();
-  add_common_flags(*close, o);
-  close->add_option("name", o.name, "Mapping name or /dev/mapper/NAME")->required();
-
-  auto *status = app.add_subcommand("status", "Report a mapping");
-  status->set_help_flag("--help");
-  status->add_option("--target", o.target_type, "Device-mapper target name")->capture_default_str();
-  status->add_flag("--json", o.json, "JSON output");
-  add_common_flags(*status, o);
-  status->add_option("name", o.name, "Mapping name or /dev/mapper/NAME")->required();
-
-  auto *check_cmd = app.add_subcommand("check", "What this kernel allows");
-  check_cmd->set_help_flag("--help");
-  check_p.check_sector_size = check_cmd->add_option("--sector-size", o.numbers.check_sector_size,
-                                                    "Sector size to try, bytes");
-  check_cmd->add_option("--type", o.type, "plain or luks")->capture_default_str();
-  check_cmd->add_flag("--json", o.json, "JSON output");
-  add_environment_options(*check_cmd, o, check_p);
-  add_common_flags(*check_cmd, o);
-
   MatrixArgs matrix_args;
-  auto *matrix = add_matrix_command(app, matrix_args);
-  add_common_flags(*matrix, o);
+  GenerateArgs generate_args;
+  AttachArgs attach_args;
+  CLI::App *table = nullptr;
+  CLI::App *open = nullptr;
+  CLI::App *close = nullptr;
+  CLI::App *status = nullptr;
+  CLI::App *check = nullptr;
+  CLI::App *matrix = nullptr;
+  CLI::App *bench = nullptr;
+  CLI::App *generate = nullptr;
+  CLI::App *attach = nullptr;
 
-  auto *bench = app.add_subcommand("benchmark", "The kernel's cipher per unit size (AF_ALG)");
-  bench->set_help_flag("--help");
-  add_benchmark_options(*bench, o, bench_p);
+  // The options of the command given (close, status and attach take no number options).
+  [[nodiscard]] const Parsed &parsed() const {
+    static const Parsed none;
+    return table->parsed()   ? table_p
+           : open->parsed()  ? open_p
+           : check->parsed() ? check_p
+           : bench->parsed() ? bench_p
+                             : none;
+  }
+};
 
+void add_commands(CLI::App &app, Commands &c) {
+  Options &o = c.o;
+  add_common_flags(app, o);
+  c.table = app.add_subcommand("table", "Print a crypt table line for dmsetup create");
+  c.table->set_help_flag("--help");
+  add_mapping_options(*c.table, o, c.table_p);
+  c.table->add_flag("--json", o.json, "JSON output");
+  c.table->add_flag("--showkeys", o.show_keys, "Print the key even when stdout is a terminal");
+  c.table->add_option("device", o.mapping.device, "Backing device")->required();
+
+  c.open = app.add_subcommand("open", "Open a plain mapping (libdevmapper)");
+  c.open->set_help_flag("--help");
+  add_mapping_options(*c.open, o, c.open_p);
+  c.open->add_option("--type,-M", o.type, "Mapping type: plain")->capture_default_str();
+  c.open->add_flag("--readonly,-r", o.read_only, "Read-only mapping");
+  c.open->add_flag("--shared", o.shared,
+                   "Map a device that is already in use (another mapping over it), as cryptsetup");
+  c.open->add_option("device", o.mapping.device, "Backing device or regular file")->required();
+  c.open->add_option("name", o.name, "Mapping name")->required();
+
+  c.close = app.add_subcommand("close", "Remove a mapping");
+  c.close->set_help_flag("--help");
+  c.close->add_option("--target", o.target_type, "Device-mapper target name")
+      ->capture_default_str();
+  add_common_flags(*c.close, o);
+  c.close->add_option("name", o.name, "Mapping name or /dev/mapper/NAME")->required();
+
+  c.status = app.add_subcommand("status", "Report a mapping");
+  c.status->set_help_flag("--help");
+  c.status->add_option("--target", o.target_type, "Device-mapper target name")
+      ->capture_default_str();
+  c.status->add_flag("--json", o.json, "JSON output");
+  add_common_flags(*c.status, o);
+  c.status->add_option("name", o.name, "Mapping name or /dev/mapper/NAME")->required();
+
+  c.check = app.add_subcommand("check", "What this kernel allows");
+  c.check->set_help_flag("--help");
+  c.check_p.check_sector_size = c.check->add_option("--sector-size", o.numbers.check_sector_size,
+                                                    "Sector size to try, bytes");
+  c.check->add_option("--type", o.type, "plain or luks")->capture_default_str();
+  c.check->add_flag("--json", o.json, "JSON output");
+  add_environment_options(*c.check, o, c.check_p);
+  add_common_flags(*c.check, o);
+
+  c.matrix = add_matrix_command(app, c.matrix_args);
+  add_common_flags(*c.matrix, o);
+
+  c.bench = app.add_subcommand("benchmark", "The kernel's cipher per unit size (AF_ALG)");
+  c.bench->set_help_flag("--help");
+  add_benchmark_options(*c.bench, o, c.bench_p);
+
+  c.generate = add_generate_command(app, c.generate_args);
+  add_common_flags(*c.generate, o);
+  c.attach = add_attach_command(app, c.attach_args);
+  c.attach->add_option("--target", o.target_type, "Device-mapper target name")
+      ->capture_default_str();
+  add_common_flags(*c.attach, o);
+}
+
+// Parses the command line; an exit code when that is all there is to do (help, version, an
+// error).
+std::optional<int> parse(CLI::App &app, const std::vector<std::string> &args, std::ostream &out,
+                         std::ostream &err) {
   std::vector<std::string> argv_tail(args.begin() + (args.empty() ? 0 : 1), args.end());
   std::reverse(argv_tail.begin(), argv_tail.end());
   try {
@@ -477,108 +531,89 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
     err << "lbscrypt: " << e.what() << " (see lbscrypt --help)\n";
     return kExitInvalid;
   }
-  if (matrix->parsed()) {
-    return matrix_command(matrix_args, services, out, err);
+  return std::nullopt;
+}
+
+int table_command(const Options &o, const Environment &env, const Services &services,
+                  std::ostream &out, std::ostream &err) {
+  if (env.devices->is_regular_file(o.mapping.device)) {
+    return fail(err,
+                make_error(Errc::device, fmt::format("{} is a regular file; a table needs a block "
+                                                     "device: attach it with losetup first "
+                                                     "(lbscrypt open does that itself)",
+                                                     o.mapping.device)));
   }
-  // close and status always ask the running kernel: no --assume-* there.
-  const Parsed none;
-  const Parsed &p = table->parsed()       ? table_p
-                    : open->parsed()      ? open_p
-                    : check_cmd->parsed() ? check_p
-                    : bench->parsed()     ? bench_p
-                                          : none;
-  if (const auto settled = settle(o, p); !settled) {
-    return fail(err, settled.error());
+  const auto planned = planned_table(o, env, services, err);
+  if (!planned) {
+    return fail(err, planned.error());
+  }
+  auto known = capabilities(env);
+  if (!known) {
+    KnownCapabilities unknown;  // up to 4096 the table did not need the kernel
+    unknown.target_reachable = false;
+    unknown.target_loaded = false;
+    unknown.caps.page_size = env.assume_page_size    ? *env.assume_page_size
+                             : env.kernel != nullptr ? env.kernel->page_size()
+                                                     : 0;
+    known = unknown;
+  }
+  // dmsetup's convention: a key does not go to a terminal unless --showkeys asks for it.
+  const bool hide = services.stdout_is_terminal && !o.show_keys;
+  print_table(out, *planned, o.target_type, *known, o.json,
+              hide ? KeyDisplay::hide : KeyDisplay::show);
+  if (hide && !o.quiet) {
+    err << "lbscrypt: the key is shown as zeros on a terminal; pass --showkeys to print it, "
+           "or redirect the output\n";
+  }
+  return succeed(err, o);
+}
+
+int open_command(const Options &o, const Environment &env, const Services &services,
+                 std::ostream &out, std::ostream &err) {
+  const std::string name = mapping_name(o.name);
+  auto table = prepare_table(o.mapping, env);
+  if (!table) {
+    return fail(err, table.error());
   }
   if (o.debug) {
-    err << "# lbscrypt " << kToolVersion << '\n';
+    err << "# table (before the key): " << format_table_line(*table, KeyDisplay::hide).view()
+        << '\n';
   }
-
-  if (open->parsed() && (given(open_p.assume_version) || given(open_p.assume_page_size))) {
-    return fail(err, make_error(Errc::invalid_argument,
-                                "--assume-version and --assume-page-size are for table and "
-                                "check; open always asks the running kernel"));
+  // Already open as asked: nothing to do, and no key to ask for (cryptsetup's systemd units
+  // succeed likewise when started twice).
+  const auto active = active_as(name, *table, o.key.key_size_bits / 8, o.read_only, env);
+  if (!active) {
+    return fail(err, active.error());
   }
-  const auto type = mapping_type(o.type);
-  if (!type) {
-    return fail(err, type.error());
-  }
-  if (open->parsed() && *type != MappingType::plain) {
-    return fail(err, make_error(Errc::invalid_argument,
-                                "lbscrypt opens plain mappings only; use cryptsetup for LUKS"));
-  }
-  std::unique_ptr<Kernel> kernel;
-  std::unique_ptr<BlockDevices> devices;
-  auto env = make_environment(o, p, services, kernel, devices);
-  if (!env) {
-    return fail(err, env.error());
-  }
-
-  if (table->parsed()) {
-    if (env->devices->is_regular_file(o.mapping.device)) {
-      return fail(
-          err, make_error(Errc::device, fmt::format("{} is a regular file; a table needs a block "
-                                                    "device: attach it with losetup first "
-                                                    "(lbscrypt open does that itself)",
-                                                    o.mapping.device)));
-    }
-    const auto planned = planned_table(o, *env, services, err);
-    if (!planned) {
-      return fail(err, planned.error());
-    }
-    auto known = capabilities(*env);
-    if (!known) {
-      KnownCapabilities unknown;  // up to 4096 the table did not need the kernel
-      unknown.target_reachable = false;
-      unknown.target_loaded = false;
-      unknown.caps.page_size = env->assume_page_size    ? *env->assume_page_size
-                               : env->kernel != nullptr ? env->kernel->page_size()
-                                                        : 0;
-      known = unknown;
-    }
-    // dmsetup's convention: a key does not go to a terminal unless --showkeys asks for it.
-    const bool hide = services.stdout_is_terminal && !o.show_keys;
-    print_table(out, *planned, o.target_type, *known, o.json,
-                hide ? KeyDisplay::hide : KeyDisplay::show);
-    if (hide && !o.quiet) {
-      err << "lbscrypt: the key is shown as zeros on a terminal; pass --showkeys to print it, "
-             "or redirect the output\n";
+  if (*active) {
+    OpenResult same;
+    same.device = **active;
+    same.table = std::move(table).value();
+    print_opened(out, same);
+    if (!o.quiet) {
+      err << fmt::format("lbscrypt: {} is already active as requested; nothing done\n", name);
     }
     return succeed(err, o);
   }
-  if (check_cmd->parsed()) {
-    const auto report = check(*env, o.check_sector_size, *type);
-    if (!report) {
-      return fail(err, report.error());
-    }
-    print_check(out, *report, o.target_type, o.json);
-    return report->refusal ? exit_code(report->refusal->code) : succeed(err, o);
+  // Before the passphrase: a device in use is refused without asking for it.
+  if (const auto free = check_device_free(o.mapping.device, o.shared, env); !free) {
+    return fail(err, free.error());
   }
-  if (bench->parsed()) {
-    return benchmark(o, bench_p, *env, services, out, err);
+  auto key = ask_key(o, services, err);
+  if (!key) {
+    return fail(err, key.error());
   }
-  if (open->parsed()) {
-    // Before the passphrase: a device in use is refused without asking for it.
-    if (const auto free = check_device_free(o.mapping.device, o.shared, *env); !free) {
-      return fail(err, free.error());
-    }
-    const auto planned = planned_table(o, *env, services, err);
-    if (!planned) {
-      return fail(err, planned.error());
-    }
-    const auto opened = open_mapping(mapping_name(o.name), *planned, o.read_only, *env, o.shared);
-    if (!opened) {
-      return fail(err, opened.error());
-    }
-    print_opened(out, *opened);
-    return succeed(err, o);
+  table->key = std::move(key).value();
+  const auto opened = open_mapping(name, std::move(table).value(), o.read_only, env, o.shared);
+  if (!opened) {
+    return fail(err, opened.error());
   }
-  const std::string name = mapping_name(o.name);
-  if (close->parsed()) {
-    const auto closed = close_mapping(name, *env);
-    return closed ? succeed(err, o) : fail(err, closed.error());
-  }
-  const auto report = mapping_status(name, *env);
+  print_opened(out, *opened);
+  return succeed(err, o);
+}
+
+int status_command(const Options &o, const Environment &env, std::ostream &out, std::ostream &err) {
+  const auto report = mapping_status(mapping_name(o.name), env);
   if (!report) {
     if (report.error().code == Errc::not_found) {
       // cryptsetup's answer for a mapping that is not there: on stdout, exit 4.
@@ -589,6 +624,85 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   }
   print_status(out, *report, status_path(o.name), o.target_type, o.json);
   return succeed(err, o);
+}
+
+int check_command(const Options &o, MappingType type, const Environment &env, std::ostream &out,
+                  std::ostream &err) {
+  const auto report = check(env, o.check_sector_size, type);
+  if (!report) {
+    return fail(err, report.error());
+  }
+  print_check(out, *report, o.target_type, o.json);
+  return report->refusal ? exit_code(report->refusal->code) : succeed(err, o);
+}
+
+}  // namespace
+
+int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &err,
+        const Services &services) {
+  CLI::App app{"lbscrypt: dm-crypt plain mappings with sector sizes up to the page size",
+               "lbscrypt"};
+  app.set_help_flag("--help", "Print this help and exit");
+  app.set_version_flag("--version", std::string("lbscrypt ") + kToolVersion);
+  app.require_subcommand(1);
+  Commands c;
+  add_commands(app, c);
+  if (const auto done = parse(app, args, out, err)) {
+    return *done;
+  }
+  Options &o = c.o;
+  if (c.matrix->parsed()) {
+    return matrix_command(c.matrix_args, services, out, err);
+  }
+  if (c.generate->parsed()) {
+    return generate_command(c.generate_args, services, err);
+  }
+  const Parsed &p = c.parsed();
+  if (const auto settled = settle(o, p); !settled) {
+    return fail(err, settled.error());
+  }
+  if (o.debug) {
+    err << "# lbscrypt " << kToolVersion << '\n';
+  }
+  if (c.open->parsed() && (given(p.assume_version) || given(p.assume_page_size))) {
+    return fail(err, make_error(Errc::invalid_argument,
+                                "--assume-version and --assume-page-size are for table and "
+                                "check; open always asks the running kernel"));
+  }
+  const auto type = mapping_type(o.type);
+  if (!type) {
+    return fail(err, type.error());
+  }
+  if (c.open->parsed() && *type != MappingType::plain) {
+    return fail(err, make_error(Errc::invalid_argument,
+                                "lbscrypt opens plain mappings only; use cryptsetup for LUKS"));
+  }
+  std::unique_ptr<Kernel> kernel;
+  std::unique_ptr<BlockDevices> devices;
+  auto env = make_environment(o, p, services, kernel, devices);
+  if (!env) {
+    return fail(err, env.error());
+  }
+  if (c.table->parsed()) {
+    return table_command(o, *env, services, out, err);
+  }
+  if (c.check->parsed()) {
+    return check_command(o, *type, *env, out, err);
+  }
+  if (c.bench->parsed()) {
+    return benchmark(o, c.bench_p, *env, services, out, err);
+  }
+  if (c.open->parsed()) {
+    return open_command(o, *env, services, out, err);
+  }
+  if (c.attach->parsed()) {
+    return attach_command(c.attach_args, *env, services, out, err);
+  }
+  if (c.close->parsed()) {
+    const auto closed = close_mapping(mapping_name(o.name), *env);
+    return closed ? succeed(err, o) : fail(err, closed.error());
+  }
+  return status_command(o, *env, out, err);
 }
 
 }  // namespace lbscrypt::cli

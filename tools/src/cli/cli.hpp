@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lbscrypt/attach.hpp"
 #include "lbscrypt/benchmark.hpp"
 #include "lbscrypt/device.hpp"
 #include "lbscrypt/kernel.hpp"
@@ -38,6 +39,13 @@ struct Services {
   bool stdout_is_terminal = false;  // the key is not printed to a terminal without --showkeys
   std::function<TerminalReader(const TerminalOptions &)> make_terminal;
   std::function<std::unique_ptr<CryptoApi>()> make_crypto;  // AF_ALG, for benchmark
+
+  // For attach: systemd-ask-password, the check program, the key file's mode.
+  AttachServices attach;
+  // For generate-units: lbscrypttab's text (Errc::not_found when there is none) and the
+  // lbscrypt the units run.
+  std::function<Result<std::string>(const std::string &path)> read_file;
+  std::string installed_tool;
 
   // For matrix: the kernel log and sysfs; it refuses to run without root.
   std::function<std::unique_ptr<KernelObserver>()> make_observer;

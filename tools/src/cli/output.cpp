@@ -17,20 +17,13 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<std::string> option_words(const CryptOptions &o) {
+// The flags set, each by its word in `interface` (&FlagWord::table or &FlagWord::status);
+// those without one there are left out.
+std::vector<std::string> flag_words(const CryptOptions &o, std::string_view FlagWord::*interface) {
   std::vector<std::string> words;
-  const std::pair<const char *, bool> flags[] = {
-      {"allow_discards", o.allow_discards},
-      {"same_cpu_crypt", o.same_cpu_crypt},
-      {"high_priority", o.high_priority},
-      {"submit_from_crypt_cpus", o.submit_from_crypt_cpus},
-      {"no_read_workqueue", o.no_read_workqueue},
-      {"no_write_workqueue", o.no_write_workqueue},
-      {"iv_large_sectors", o.iv_large_sectors},
-  };
-  for (const auto &[name, set] : flags) {
-    if (set) {
-      words.emplace_back(name);
+  for (const FlagWord &flag : kFlagWords) {
+    if (o.*flag.member && !(flag.*interface).empty()) {
+      words.emplace_back(flag.*interface);
     }
   }
   return words;
@@ -47,7 +40,7 @@ json describe(const CryptTable &table) {
               {"device", table.device},
               {"offset", table.offset},
               {"sector_size", sector_size ? *sector_size : 0},
-              {"flags", option_words(table.options)}};
+              {"flags", flag_words(table.options, &FlagWord::table)}};
 }
 
 std::string version_text(const KnownCapabilities &known) {
@@ -55,24 +48,6 @@ std::string version_text(const KnownCapabilities &known) {
     return "unknown";
   }
   return known.target_loaded ? to_string(known.caps.version) : std::string("not loaded");
-}
-
-// cryptsetup status's "flags:" words for the dm-crypt options.
-std::vector<std::string> status_flags(const CryptOptions &o) {
-  std::vector<std::string> words;
-  const std::pair<const char *, bool> flags[] = {
-      {"discards", o.allow_discards},
-      {"same_cpu_crypt", o.same_cpu_crypt},
-      {"submit_from_crypt_cpus", o.submit_from_crypt_cpus},
-      {"no_read_workqueue", o.no_read_workqueue},
-      {"no_write_workqueue", o.no_write_workqueue},
-  };
-  for (const auto &[name, set] : flags) {
-    if (set) {
-      words.emplace_back(name);
-    }
-  }
-  return words;
 }
 
 }  // namespace
@@ -119,35 +94,26 @@ std::size_t utf8_sequence(std::string_view text) {
 void write_json_string(std::ostream &out, std::string_view text) {
   out << '"';
   while (!text.empty()) {
-    const char c = text.front();
-    const std::size_t length = utf8_sequence(text);
-    if (length == 0) {
-      // Not UTF-8 (a path is bytes): the byte as a lone low surrogate U+DC80..U+DCFF, as
-      // Python's "surrogateescape" decodes it, so the bytes can be recovered exactly.
-      out << fmt::format("\\udc{:02x}", static_cast<unsigned char>(c));
+    std::size_t run = 0;  // the well-formed UTF-8 at the front
+    while (run < text.size()) {
+      const std::size_t n = utf8_sequence(text.substr(run));
+      if (n == 0) {
+        break;
+      }
+      run += n;
+    }
+    if (run == 0) {
+      // Not UTF-8 (a path is bytes), which nlohmann cannot write: the byte as a lone low
+      // surrogate U+DC80..U+DCFF, as Python's "surrogateescape" decodes it, so the bytes can
+      // be recovered exactly.
+      out << fmt::format("\\udc{:02x}", static_cast<unsigned char>(text.front()));
       text.remove_prefix(1);
       continue;
     }
-    if (length > 1) {
-      out << text.substr(0, length);
-    } else if (c == '"' || c == '\\') {
-      out << '\\' << c;
-    } else if (c == '\b') {
-      out << "\\b";
-    } else if (c == '\f') {
-      out << "\\f";
-    } else if (c == '\n') {
-      out << "\\n";
-    } else if (c == '\r') {
-      out << "\\r";
-    } else if (c == '\t') {
-      out << "\\t";
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out << fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-    } else {
-      out << c;
-    }
-    text.remove_prefix(length);
+    // Everything else is nlohmann's: its escapes, without its quotes.
+    const std::string quoted = json(std::string(text.substr(0, run))).dump();
+    out << std::string_view(quoted).substr(1, quoted.size() - 2);
+    text.remove_prefix(run);
   }
   out << '"';
 }
@@ -275,7 +241,7 @@ void print_status(std::ostream &out, const StatusReport &report, std::string_vie
   }
   out << fmt::format("  mode:    {}{}\n", report.device.read_only ? "readonly" : "read/write",
                      report.device.suspended ? " (suspended)" : "");
-  const auto flags = status_flags(t.options);
+  const auto flags = flag_words(t.options, &FlagWord::status);
   if (!flags.empty()) {
     out << fmt::format("  flags:   {} \n", fmt::join(flags, " "));
   }

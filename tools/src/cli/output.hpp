@@ -24,8 +24,8 @@ void print_opened(std::ostream &out, const OpenResult &opened);
 void print_benchmark(std::ostream &out, const BenchmarkReport &report, std::string_view target_type,
                      bool json);
 
-// Writes `text` as a JSON string literal (quotes included) without copying it. Text is bytes
-// (paths are): well-formed UTF-8 is written as it is, and every byte that is not part of it
+// Writes `text` as a JSON string literal (quotes included). Text is bytes (paths are):
+// well-formed UTF-8 is escaped by nlohmann, and every byte that is not part of it is written
 // as \udcXX (XX its value), Python's "surrogateescape": reversible, never an error.
 void write_json_string(std::ostream &out, std::string_view text);
 

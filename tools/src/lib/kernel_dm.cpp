@@ -214,10 +214,6 @@ class DevmapperKernel final : public Kernel {
     return targets(DM_DEVICE_TABLE, name);
   }
 
-  Result<std::vector<TargetLine>> status(std::string_view name) override {
-    return targets(DM_DEVICE_STATUS, name);
-  }
-
  private:
   static dm_task *new_task(int type) {
     last_dm_error().clear();

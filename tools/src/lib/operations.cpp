@@ -6,6 +6,10 @@
 #include "lbscrypt/cipher.hpp"
 #include "lbscrypt/numbers.hpp"
 
+#include <filesystem>
+#include <system_error>
+#include <thread>
+
 namespace lbscrypt {
 
 namespace {
@@ -199,12 +203,7 @@ Result<CryptTable> prepare_table(const MappingRequest &request, const Environmen
   table.device = request.device;
   table.offset = request.offset;
   CryptOptions &o = table.options;
-  o.allow_discards = request.allow_discards;
-  o.same_cpu_crypt = request.same_cpu_crypt;
-  o.submit_from_crypt_cpus = request.submit_from_crypt_cpus;
-  o.no_read_workqueue = request.no_read_workqueue;
-  o.no_write_workqueue = request.no_write_workqueue;
-  o.iv_large_sectors = request.iv_large_sectors;
+  static_cast<CryptFlags &>(o) = request.flags;
   if (request.sector_size != kDefaultSectorSize) {
     o.sector_size_arg = std::to_string(request.sector_size);
   }
@@ -214,18 +213,6 @@ Result<CryptTable> prepare_table(const MappingRequest &request, const Environmen
     return make_error(Errc::refused, fmt::format("the kernel would not load this table as "
                                                  "written: {}",
                                                  p.reason));
-  }
-  return table;
-}
-
-Result<CryptTable> build_table(const MappingRequest &request, SecretBuffer key,
-                               const Environment &env) {
-  if (key.empty()) {
-    return make_error(Errc::key, "the key is empty");
-  }
-  auto table = prepare_table(request, env);
-  if (table) {
-    table->key = std::move(key);
   }
   return table;
 }
@@ -352,19 +339,118 @@ Result<OpenResult> open_mapping(const std::string &name, CryptTable table, bool 
                   name, removed ? "it was removed again" : "and it could not be removed"));
 }
 
-Result<void> close_mapping(const std::string &name, const Environment &env) {
+namespace {
+
+// Whether the live table's device word (major:minor from the kernel) is `path`.
+bool same_device(const std::string &live, const std::string &path, const Environment &env) {
+  if (live == path || env.devices == nullptr) {
+    return live == path;
+  }
+  const std::string node = env.devices->resolve(live);
+  if (env.devices->is_regular_file(path)) {
+    const auto file = env.devices->loop_backing_file(node);
+    return file && *file == path;
+  }
+  std::error_code ec;
+  const auto real = std::filesystem::canonical(path, ec);
+  return node == path || (!ec && node == real.string());
+}
+
+// The first way `live` differs from `wanted`, or nullopt.
+std::optional<std::string> table_difference(const CryptTable &live, const CryptTable &wanted,
+                                            std::uint32_t key_bytes, const Environment &env) {
+  const auto differs = [](std::string_view what, const auto &have, const auto &want) {
+    return fmt::format("{} {}, not {}", what, have, want);
+  };
+  if (live.cipher != wanted.cipher) {
+    return differs("cipher", live.cipher, wanted.cipher);
+  }
+  if (key_size_bytes(live.key) != key_bytes) {
+    return differs("key size", key_size_bytes(live.key) * 8, key_bytes * 8);
+  }
+  if (!same_device(live.device, wanted.device, env)) {
+    return differs("device",
+                   env.devices != nullptr ? env.devices->resolve(live.device) : live.device,
+                   wanted.device);
+  }
+  if (live.offset != wanted.offset) {
+    return differs("offset", live.offset, wanted.offset);
+  }
+  if (live.iv_offset != wanted.iv_offset) {
+    return differs("skip", live.iv_offset, wanted.iv_offset);
+  }
+  if (live.length != wanted.length) {
+    return differs("size", live.length, wanted.length);
+  }
+  const auto live_sector = live.sector_size();
+  const auto wanted_sector = wanted.sector_size();
+  if (!live_sector || !wanted_sector || *live_sector != *wanted_sector) {
+    return differs("sector size", live_sector ? *live_sector : 0,
+                   wanted_sector ? *wanted_sector : 0);
+  }
+  for (const FlagWord &flag : kFlagWords) {
+    if (live.options.*flag.member != wanted.options.*flag.member) {
+      return fmt::format("{} {}", flag.table, live.options.*flag.member ? "set" : "not set");
+    }
+  }
+  if (live.options.integrity || live.options.integrity_key_size) {
+    return std::string("integrity set");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<std::optional<DeviceInfo>> active_as(const std::string &name, const CryptTable &table,
+                                            std::uint32_t key_bytes, bool read_only,
+                                            const Environment &env) {
   if (env.kernel == nullptr) {
-    return make_error(Errc::invalid_argument, "closing a mapping needs the running kernel");
+    return make_error(Errc::invalid_argument, "comparing a mapping needs the running kernel");
   }
   const auto info = env.kernel->info(name);
   if (!info) {
     if (info.error().code == Errc::not_found) {
-      return make_error(Errc::not_found, fmt::format("Device {} is not active.", name));
+      return std::optional<DeviceInfo>();
     }
     return info.error();
   }
+  const auto refuse = [&](const std::string &why) {
+    return make_error(Errc::exists,
+                      fmt::format("Device {} is already active with another table ({}): close it "
+                                  "first, or give another name",
+                                  name, printable(why)));
+  };
   const auto lines = env.kernel->table(name);
   if (!lines) {
+    return lines.error();
+  }
+  if (lines->size() != 1 || lines->front().type != env.target_type) {
+    return refuse(fmt::format("not one {} target", env.target_type));
+  }
+  const auto live =
+      parse_table_params(lines->front().params.view(), lines->front().start, lines->front().length);
+  if (!live) {
+    return refuse(live.error().message);
+  }
+  if (const auto difference = table_difference(*live, table, key_bytes, env)) {
+    return refuse(*difference);
+  }
+  if (info->read_only != read_only) {
+    return refuse(info->read_only ? "read-only" : "read/write");
+  }
+  return std::optional<DeviceInfo>(*info);
+}
+
+Result<void> close_mapping(const std::string &name, const Environment &env,
+                           const CloseRetry &retry) {
+  if (env.kernel == nullptr) {
+    return make_error(Errc::invalid_argument, "closing a mapping needs the running kernel");
+  }
+  const auto lines = env.kernel->table(name);
+  if (!lines) {
+    if (lines.error().code == Errc::not_found) {
+      return make_error(Errc::not_found, fmt::format("Device {} is not active.", name));
+    }
     return lines.error();
   }
   for (const auto &line : *lines) {
@@ -374,14 +460,25 @@ Result<void> close_mapping(const std::string &name, const Environment &env) {
                                     env.target_type));
     }
   }
-  if (info->open_count > 0) {
-    return make_error(Errc::busy, fmt::format("Device {} is still in use.", name));
+  for (unsigned attempt = 0;; ++attempt) {
+    const auto info = env.kernel->info(name);
+    if (!info) {
+      return info.error().code == Errc::not_found
+                 ? make_error(Errc::not_found, fmt::format("Device {} is not active.", name))
+                 : info.error();
+    }
+    Result<void> removed = make_error(Errc::busy, "in use");
+    if (info->open_count == 0) {
+      removed = env.kernel->remove(name);
+    }
+    if (removed || removed.error().code != Errc::busy) {
+      return removed;
+    }
+    if (attempt >= retry.busy_retries) {
+      return make_error(Errc::busy, fmt::format("Device {} is still in use.", name));
+    }
+    std::this_thread::sleep_for(retry.retry_delay);
   }
-  auto removed = env.kernel->remove(name);
-  if (!removed && removed.error().code == Errc::busy) {
-    return make_error(Errc::busy, fmt::format("Device {} is still in use.", name));
-  }
-  return removed;
 }
 
 Result<StatusReport> mapping_status(const std::string &name, const Environment &env) {

@@ -14,16 +14,10 @@ namespace lbscrypt {
 
 namespace {
 
-// Option words, named once for the parser and the formatter.
-constexpr std::string_view kAllowDiscards = "allow_discards";
-constexpr std::string_view kSameCpuCrypt = "same_cpu_crypt";
-constexpr std::string_view kHighPriority = "high_priority";
-constexpr std::string_view kSubmitFromCryptCpus = "submit_from_crypt_cpus";
-constexpr std::string_view kNoReadWorkqueue = "no_read_workqueue";
-constexpr std::string_view kNoWriteWorkqueue = "no_write_workqueue";
+// Option words with a value, named once for the parser and the formatter (the flags are
+// kFlagWords).
 constexpr std::string_view kIntegrity = "integrity:";
 constexpr std::string_view kSectorSize = "sector_size:";
-constexpr std::string_view kIvLargeSectors = "iv_large_sectors";
 constexpr std::string_view kIntegrityKeySize = "integrity_key_size:";
 
 constexpr std::size_t kRequiredParams = 5;  // cipher key iv_offset device offset
@@ -93,18 +87,9 @@ Result<void> set_flag(bool &flag, std::string_view word) {
 }
 
 Result<void> parse_option(std::string_view word, CryptOptions &opts) {
-  const std::array<std::pair<std::string_view, bool *>, 7> flags{{
-      {kAllowDiscards, &opts.allow_discards},
-      {kSameCpuCrypt, &opts.same_cpu_crypt},
-      {kHighPriority, &opts.high_priority},
-      {kSubmitFromCryptCpus, &opts.submit_from_crypt_cpus},
-      {kNoReadWorkqueue, &opts.no_read_workqueue},
-      {kNoWriteWorkqueue, &opts.no_write_workqueue},
-      {kIvLargeSectors, &opts.iv_large_sectors},
-  }};
-  for (const auto &[name, flag] : flags) {
-    if (word == name) {
-      return set_flag(*flag, word);
+  for (const FlagWord &flag : kFlagWords) {
+    if (word == flag.table) {
+      return set_flag(opts.*flag.member, word);
     }
   }
   if (word.starts_with(kSectorSize)) {
@@ -207,9 +192,8 @@ void append_key(SecretBuffer &out, const KeySpec &key, KeyDisplay keys) {
 
 unsigned CryptOptions::count() const {
   unsigned n = 0;
-  for (const bool flag : {allow_discards, same_cpu_crypt, high_priority, submit_from_crypt_cpus,
-                          no_read_workqueue, no_write_workqueue, iv_large_sectors}) {
-    n += flag ? 1U : 0U;
+  for (const FlagWord &flag : kFlagWords) {
+    n += this->*flag.member ? 1U : 0U;
   }
   n += integrity ? 1U : 0U;
   n += sector_size_arg ? 1U : 0U;
@@ -264,28 +248,21 @@ SecretBuffer format_table_params(const CryptTable &table, KeyDisplay keys) {
   const CryptOptions &o = table.options;
   if (const unsigned n = o.count(); n != 0) {
     out.append(fmt::format(" {}", n));
-    const std::array<std::pair<std::string_view, bool>, 6> leading{{
-        {kAllowDiscards, o.allow_discards},
-        {kSameCpuCrypt, o.same_cpu_crypt},
-        {kHighPriority, o.high_priority},
-        {kSubmitFromCryptCpus, o.submit_from_crypt_cpus},
-        {kNoReadWorkqueue, o.no_read_workqueue},
-        {kNoWriteWorkqueue, o.no_write_workqueue},
-    }};
-    for (const auto &[name, set] : leading) {
-      if (set) {
-        out.append(fmt::format(" {}", name));
+    const auto append_flags = [&](bool after_sector_size) {
+      for (const FlagWord &flag : kFlagWords) {
+        if (flag.after_sector_size == after_sector_size && o.*flag.member) {
+          out.append(fmt::format(" {}", flag.table));
+        }
       }
-    }
+    };
+    append_flags(false);
     if (o.integrity) {
       out.append(fmt::format(" {}{}:{}", kIntegrity, o.integrity->tag_size, o.integrity->auth));
     }
     if (o.sector_size_arg) {
       out.append(fmt::format(" {}{}", kSectorSize, *o.sector_size_arg));
     }
-    if (o.iv_large_sectors) {
-      out.append(fmt::format(" {}", kIvLargeSectors));
-    }
+    append_flags(true);
     if (o.integrity_key_size) {
       out.append(fmt::format(" {}{}", kIntegrityKeySize, *o.integrity_key_size));
     }

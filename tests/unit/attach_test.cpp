@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include <catch2/catch.hpp>
+
+#include "fakes.hpp"
+#include "lbscrypt/attach.hpp"
+
+using lbscrypt::AttachRequest;
+using lbscrypt::Errc;
+using lbscrypt::PassphraseQuestion;
+using lbscrypt::Result;
+using lbscrypt::SecretBuffer;
+
+namespace {
+
+const std::string kKeyFile = std::string(LBSCRYPT_TEST_DATA) + "/keyfile-64.bin";
+// sha256("correct horse") and sha256("wrong"): the passphrase hashed as a typed line.
+const std::string kCorrectKey = "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631";
+const std::string kWrongKey = "8810ad581e59f2bc3928b261707a71308f7e139eb04820366dc4d5c18d980225";
+
+struct Rig {
+  lbscrypt::test::FakeKernel kernel;
+  lbscrypt::test::FakeBlockDevices devices;
+  lbscrypt::Environment env;
+  lbscrypt::AttachServices services;
+  std::vector<std::string> answers;  // what the passphrase agent answers, in turn
+  std::vector<PassphraseQuestion> questions;
+  std::vector<std::vector<std::string>> runs;
+  std::vector<int> check_status;  // exit status of each check run, in turn
+  std::set<std::string> existing;
+  std::optional<unsigned> mode;
+
+  Rig() {
+    devices.sizes["/dev/vdb"] = 64ULL * 1024 * 1024;
+    env.kernel = &kernel;
+    env.devices = &devices;
+    services.ask_passphrase = [this](const PassphraseQuestion &q) -> Result<SecretBuffer> {
+      questions.push_back(q);
+      if (questions.size() > answers.size()) {
+        return lbscrypt::make_error(Errc::key, "no passphrase");
+      }
+      const std::string &answer = answers[questions.size() - 1];
+      return SecretBuffer(answer.data(), answer.size());
+    };
+    services.run = [this](const std::vector<std::string> &argv) -> Result<int> {
+      runs.push_back(argv);
+      return runs.size() <= check_status.size() ? check_status[runs.size() - 1] : 0;
+    };
+    services.exists = [this](const std::string &path) { return existing.contains(path); };
+    services.key_file_mode = [this](const std::string &) { return mode; };
+  }
+
+  Result<lbscrypt::AttachOutcome> attach(const std::string &key, const std::string &options) const {
+    return lbscrypt::attach_volume(AttachRequest{"vol", "/dev/vdb", key, options}, env, services);
+  }
+
+  [[nodiscard]] std::string params() const {
+    return std::string(kernel.mappings.at("vol").line.params.view());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("attach: a key file volume at sector size 65536", "[attach]") {
+  Rig rig;
+  rig.mode = 0100600;
+  const auto done =
+      rig.attach(kKeyFile, "cipher=aes-xts-plain64,size=512,sector-size=65536,discard");
+  REQUIRE(done.ok());
+  CHECK_FALSE(done->already_active);
+  CHECK(done->notes.empty());
+  CHECK(rig.params() ==
+        "aes-xts-plain64 "
+        "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+        "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+        " 0 /dev/vdb 0 2 allow_discards sector_size:65536");
+  CHECK(rig.kernel.mappings.at("vol").info.uuid == "CRYPT-PLAIN-vol");
+  CHECK(rig.questions.empty());
+}
+
+TEST_CASE("attach: a key file open to others draws a warning and still opens", "[attach]") {
+  Rig rig;
+  rig.mode = 0100644;
+  const auto done = rig.attach(kKeyFile, "cipher=aes-xts-plain64,size=256");
+  REQUIRE(done.ok());
+  REQUIRE(done->notes.size() == 1);
+  CHECK(done->notes.front() ==
+        "warning: key file " + kKeyFile + " is open to group or others (mode 0644): chmod 0400 it");
+}
+
+TEST_CASE("attach: already active as the line says: success without a key", "[attach]") {
+  Rig rig;
+  REQUIRE(rig.attach(kKeyFile, "cipher=aes-xts-plain64,size=256,sector-size=4096").ok());
+  const int creates = rig.kernel.creates;
+  // The key file is not read again (it need not even exist), and no passphrase is asked.
+  const auto again =
+      rig.attach("/nonexistent/key", "cipher=aes-xts-plain64,size=256,sector-size=4096");
+  REQUIRE(again.ok());
+  CHECK(again->already_active);
+  CHECK(rig.kernel.creates == creates);
+  const auto pass =
+      rig.attach("none", "cipher=aes-xts-plain64,size=256,hash=sha256,sector-size=4096");
+  REQUIRE(pass.ok());
+  CHECK(rig.questions.empty());
+  // Another table under that name: refused in one line, the mapping left alone.
+  const auto other = rig.attach(kKeyFile, "cipher=aes-xts-plain64,size=256,sector-size=512");
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().code == Errc::exists);
+  CHECK(other.error().message ==
+        "Device vol is already active with another table (sector size 4096, not 512): close it "
+        "first, or give another name");
+  CHECK(rig.kernel.mappings.size() == 1);
+}
+
+TEST_CASE("attach: a passphrase from the agent is hashed as a typed line", "[attach]") {
+  Rig rig;
+  rig.answers = {"correct horse"};
+  const auto done =
+      rig.attach("none", "cipher=aes-xts-plain64,size=256,hash=sha256,timeout=45,tries=5");
+  REQUIRE(done.ok());
+  REQUIRE(rig.questions.size() == 1);
+  CHECK(rig.questions.front().name == "vol");
+  CHECK(rig.questions.front().device == "/dev/vdb");
+  CHECK(rig.questions.front().timeout_s == 45U);
+  CHECK(rig.questions.front().accept_cached);
+  CHECK(rig.params() == "aes-xts-plain64 " + kCorrectKey + " 0 /dev/vdb 0");
+  CHECK(rig.runs.empty());  // no check= given
+}
+
+TEST_CASE("attach: check= closes a wrong passphrase's mapping and asks again, tries= times",
+          "[attach]") {
+  Rig rig;
+  rig.answers = {"wrong", "correct horse"};
+  rig.check_status = {1, 0};
+  const auto done = rig.attach("-", "cipher=aes-xts-plain64,size=256,hash=sha256,check,tries=2");
+  REQUIRE(done.ok());
+  REQUIRE(rig.questions.size() == 2);
+  CHECK_FALSE(rig.questions[1].accept_cached);
+  REQUIRE(rig.runs.size() == 2);
+  // Debian's blkid check is not installed here: blkid itself probes the mapping.
+  CHECK(rig.runs[0] == std::vector<std::string>{"blkid", "-p", "/dev/dm-0"});
+  REQUIRE(done->notes.size() == 1);
+  CHECK_THAT(done->notes.front(),
+             Catch::Contains("a wrong key or passphrase?") && Catch::EndsWith("Asking again."));
+  CHECK(rig.params() == "aes-xts-plain64 " + kCorrectKey + " 0 /dev/vdb 0");
+
+  Rig out_of_tries;
+  out_of_tries.answers = {"wrong", "wrong"};
+  out_of_tries.check_status = {1, 2};
+  const auto failed =
+      out_of_tries.attach("none", "cipher=aes-xts-plain64,size=256,hash=sha256,check,tries=2");
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.error().code == Errc::key);
+  CHECK(failed.error().message ==
+        "vol: check blkid found no known content on /dev/dm-0 (exit status 2): a wrong key or "
+        "passphrase? The mapping was closed.");
+  CHECK(out_of_tries.kernel.mappings.empty());
+  CHECK(out_of_tries.questions.size() == 2);
+}
+
+TEST_CASE("attach: a key file with check= fails at once: another try reads the same file",
+          "[attach]") {
+  Rig rig;
+  rig.check_status = {1};
+  const auto failed =
+      rig.attach(kKeyFile, "cipher=aes-xts-plain64,size=256,check=/sbin/mine,checkargs=ext4");
+  REQUIRE_FALSE(failed.ok());
+  REQUIRE(rig.runs.size() == 1);
+  CHECK(rig.runs[0] == std::vector<std::string>{"/sbin/mine", "/dev/dm-0", "ext4"});
+  CHECK(rig.kernel.mappings.empty());
+}
+
+TEST_CASE("attach: Debian's check programs by name", "[attach]") {
+  Rig rig;
+  rig.existing = {"/lib/cryptsetup/checks/blkid"};
+  auto v = lbscrypt::parse_volume_options("cipher=aes-xts-plain64,size=256,check", false);
+  REQUIRE(v.ok());
+  CHECK(lbscrypt::check_command(*v, "/dev/dm-3", rig.services) ==
+        std::vector<std::string>{"/lib/cryptsetup/checks/blkid", "/dev/dm-3"});
+  v = lbscrypt::parse_volume_options("cipher=aes-xts-plain64,size=256,check=ext2", false);
+  REQUIRE(v.ok());
+  CHECK(lbscrypt::check_command(*v, "/dev/dm-3", rig.services) ==
+        std::vector<std::string>{"/lib/cryptsetup/checks/ext2", "/dev/dm-3"});
+}
+
+TEST_CASE("attach: bad input is refused before any key, prompt or device", "[attach]") {
+  Rig rig;
+  rig.answers = {"correct horse"};
+  const auto no_hash = rig.attach("none", "cipher=aes-xts-plain64,size=256");
+  REQUIRE_FALSE(no_hash.ok());
+  CHECK_THAT(no_hash.error().message, Catch::Contains("no hash="));
+  const auto bad_hash = rig.attach("none", "cipher=aes-xts-plain64,size=256,hash=nosuchhash");
+  REQUIRE_FALSE(bad_hash.ok());
+  const auto too_big = rig.attach(kKeyFile, "cipher=aes-xts-plain64,size=256,sector-size=65536");
+  rig.kernel.page = 4096;
+  const auto page = rig.attach(kKeyFile, "cipher=aes-xts-plain64,size=256,sector-size=65536");
+  REQUIRE_FALSE(page.ok());
+  CHECK(page.error().code == Errc::refused);
+  CHECK(lbscrypt::attach_volume(
+            AttachRequest{"a/b", "/dev/vdb", kKeyFile, "cipher=aes-xts-plain64,size=256"}, rig.env,
+            rig.services)
+            .error()
+            .message.starts_with("'a/b' is not a mapping name"));
+  CHECK(rig.questions.empty());
+  CHECK(rig.kernel.creates == 1);  // only too_big, on the 64K kernel
+  CHECK(too_big.ok());
+}

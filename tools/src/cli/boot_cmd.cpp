@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "boot_cmd.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <ostream>
+#include <system_error>
+
+#include "lbscrypt/units.hpp"
+#include "lbscrypt/version.hpp"
+
+namespace lbscrypt::cli {
+
+CLI::App *add_generate_command(CLI::App &app, GenerateArgs &args) {
+  auto *cmd = app.add_subcommand(
+      "generate-units",
+      fmt::format("Write the systemd units for lbscrypttab (what {} does at boot)",
+                  kGeneratorName));
+  cmd->set_help_flag("--help");
+  cmd->add_option("--tab", args.tab, "The lbscrypttab to read")->capture_default_str();
+  cmd->add_option("--tool", args.tool,
+                  "The lbscrypt the units run (default: where it is installed)");
+  cmd->add_option("normal-dir", args.normal_dir, "Where the units go")->required();
+  cmd->add_option("early-dir", args.early_dir, "systemd's early directory (not used)");
+  cmd->add_option("late-dir", args.late_dir, "systemd's late directory (not used)");
+  return cmd;
+}
+
+CLI::App *add_attach_command(CLI::App &app, AttachArgs &args) {
+  auto *cmd = app.add_subcommand(
+      "attach", "Open one lbscrypttab volume: NAME DEVICE KEY OPTIONS, as the line has them");
+  cmd->set_help_flag("--help");
+  AttachRequest &r = args.request;
+  cmd->add_option("name", r.name, "Mapping name")->required();
+  cmd->add_option("device", r.device, "Device: a path, or UUID=, PARTUUID=, LABEL=, PARTLABEL=")
+      ->required();
+  cmd->add_option("key", r.key, "Key file, or none (or -) to ask for a passphrase")->required();
+  cmd->add_option("options", r.options, "Comma-separated options (lbscrypttab(5))");
+  return cmd;
+}
+
+int generate_command(const GenerateArgs &args, const Services &services, std::ostream &err) {
+  const auto text = services.read_file(args.tab);
+  if (!text) {
+    if (text.error().code == Errc::not_found) {
+      return kExitOk;  // no lbscrypttab: nothing to open
+    }
+    err << "lbscrypt-generator: " << text.error().message << '\n';
+    return exit_code(text.error().code);
+  }
+  const Lbscrypttab tab = parse_lbscrypttab(*text, args.tab);
+  for (const Error &error : tab.errors) {
+    err << "lbscrypt-generator: " << error.message << " (the line is skipped)\n";
+  }
+  std::error_code ec;
+  const auto source = std::filesystem::absolute(args.tab, ec);  // SourcePath= must be absolute
+  const GeneratorSettings settings{args.tool.empty() ? services.installed_tool : args.tool,
+                                   ec ? args.tab : source.string()};
+  if (auto written = write_units(args.normal_dir, generate_units(tab.entries, settings));
+      !written) {
+    err << "lbscrypt-generator: " << written.error().message << '\n';
+    return exit_code(written.error().code);
+  }
+  return tab.errors.empty() ? kExitOk : kExitInvalid;
+}
+
+int attach_command(const AttachArgs &args, const Environment &env, const Services &services,
+                   std::ostream &out, std::ostream &err) {
+  const auto outcome = attach_volume(args.request, env, services.attach);
+  if (!outcome) {
+    err << "lbscrypt: " << outcome.error().message << '\n';
+    return exit_code(outcome.error().code);
+  }
+  for (const auto &note : outcome->notes) {
+    err << "lbscrypt: " << note << '\n';
+  }
+  out << fmt::format("{}: /dev/mapper/{} ({}){}\n", args.request.name, args.request.name,
+                     outcome->device.dm_node(),
+                     outcome->already_active ? ", already active as lbscrypttab describes it" : "");
+  return kExitOk;
+}
+
+}  // namespace lbscrypt::cli

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "lbscrypt/attach.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lbscrypt/keys.hpp"
+#include "lbscrypt/table.hpp"
+
+namespace lbscrypt {
+
+namespace {
+
+constexpr unsigned kGroupOtherBits = 0077;
+
+// A file key readable or writable by group or others draws a warning (systemd-cryptsetup
+// warns likewise); the volume still opens.
+std::optional<std::string> key_file_warning(const std::string &path,
+                                            const AttachServices &services) {
+  const auto mode = services.key_file_mode ? services.key_file_mode(path) : std::nullopt;
+  if (!mode || (*mode & kGroupOtherBits) == 0) {
+    return std::nullopt;
+  }
+  return fmt::format(
+      "warning: key file {} is open to group or others (mode {:04o}): chmod 0400 "
+      "it",
+      path, *mode & 07777U);
+}
+
+// Opens once with `key`; runs the check; closes again when the check fails.
+Result<OpenResult> open_checked(const AttachRequest &request, const VolumeOptions &v,
+                                CryptTable table, const Environment &env,
+                                const AttachServices &services) {
+  auto opened = open_mapping(request.name, std::move(table), v.read_only, env);
+  if (!opened || !v.check) {
+    return opened;
+  }
+  const std::string node = opened->device.dm_node();
+  const auto argv = check_command(v, node, services);
+  const auto status =
+      services.run ? services.run(argv) : Result<int>(make_error(Errc::key, "no way to run it"));
+  if (status && *status == 0) {
+    return opened;
+  }
+  const auto closed = close_mapping(request.name, env);
+  return make_error(
+      Errc::key,
+      fmt::format("{}: check {} found no known content on {} ({}): a wrong key or passphrase?{}",
+                  request.name, argv.front(), node,
+                  status ? fmt::format("exit status {}", *status) : status.error().message,
+                  closed ? " The mapping was closed." : " The mapping could not be closed."));
+}
+
+}  // namespace
+
+std::vector<std::string> check_command(const VolumeOptions &volume, const std::string &node,
+                                       const AttachServices &services) {
+  const std::string &check = *volume.check;
+  std::vector<std::string> argv;
+  if (check.front() == '/') {
+    argv.push_back(check);
+  } else {
+    const std::string debian = fmt::format("{}/{}", kCheckDir, check);
+    if (check == kDefaultCheck && !(services.exists && services.exists(debian))) {
+      return {"blkid", "-p", node};  // finds a filesystem, swap, RAID or LVM signature
+    }
+    argv.push_back(debian);
+  }
+  argv.push_back(node);
+  if (volume.check_args) {
+    argv.push_back(*volume.check_args);
+  }
+  return argv;
+}
+
+Result<AttachOutcome> attach_volume(const AttachRequest &request, const Environment &env,
+                                    const AttachServices &services) {
+  if (auto r = check_mapping_name(request.name); !r) {
+    return r.error();
+  }
+  const bool passphrase = is_passphrase_key(request.key);
+  auto volume = parse_volume_options(request.options, passphrase);
+  if (!volume) {
+    return volume.error();
+  }
+  VolumeOptions &v = *volume;
+  const auto path = volume_device_path(request.device);
+  if (!path) {
+    return path.error();
+  }
+  v.mapping.device = *path;
+  // Everything about the table and the kernel before any key is read or asked for.
+  auto table = prepare_table(v.mapping, env);
+  if (!table) {
+    return table.error();
+  }
+  AttachOutcome outcome;
+  const auto active = active_as(request.name, *table, v.key.key_size_bits / 8, v.read_only, env);
+  if (!active) {
+    return active.error();
+  }
+  if (*active) {
+    outcome.device = **active;
+    outcome.already_active = true;
+    return outcome;
+  }
+  if (auto free = check_device_free(*path, false, env); !free) {
+    return free.error();
+  }
+  KeyOptions key = v.key;
+  key.quiet = true;  // the line names cipher, size and hash: no defaults to warn about
+  if (!passphrase) {
+    key.key_file = request.key;
+    if (auto warning = key_file_warning(request.key, services)) {
+      outcome.notes.push_back(*warning);
+    }
+  }
+  PassphraseQuestion question{request.name, request.device, v.timeout_s, true};
+  for (std::uint32_t attempt = 1;; ++attempt) {
+    const TerminalReader ask = [&](std::size_t /*max_size*/) -> Result<SecretBuffer> {
+      if (!services.ask_passphrase) {
+        return make_error(Errc::key, "no way to ask for a passphrase");
+      }
+      return services.ask_passphrase(question);
+    };
+    // A passphrase is a typed line (hashed, no line end); a key file is the key itself. The
+    // hash is checked before anything is asked.
+    auto derived = derive_plain_key(key, passphrase, ask);
+    if (!derived) {
+      return derived.error();
+    }
+    CryptTable keyed = *table;
+    keyed.key = std::move(derived->key);
+    auto opened = open_checked(request, v, std::move(keyed), env, services);
+    if (opened) {
+      outcome.device = opened->device;
+      return outcome;
+    }
+    const bool again = passphrase && opened.error().code == Errc::key && v.check &&
+                       (v.tries == 0 || attempt < v.tries);
+    if (!again) {
+      return opened.error();
+    }
+    outcome.notes.push_back(opened.error().message + " Asking again.");
+    question.accept_cached = false;
+  }
+}
+
+namespace {
+
+// Runs argv with standard input from /dev/null; with `output`, standard output into it.
+Result<int> run_program(const std::vector<std::string> &argv, SecretBuffer *output) {
+  int pipe_fds[2] = {-1, -1};
+  if (output != nullptr && pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return make_error(Errc::kernel,
+                      fmt::format("cannot run {}: {}", argv.front(), std::strerror(errno)));
+  }
+  std::vector<char *> args;
+  args.reserve(argv.size() + 1);
+  for (const auto &arg : argv) {
+    args.push_back(
+        const_cast<char *>(arg.c_str()));  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+  }
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    return make_error(Errc::kernel,
+                      fmt::format("cannot run {}: {}", argv.front(), std::strerror(errno)));
+  }
+  if (pid == 0) {
+    if (output != nullptr) {
+      dup2(pipe_fds[1], STDOUT_FILENO);
+    }
+    execvp(args.front(), args.data());
+    _exit(127);
+  }
+  if (output != nullptr) {
+    close(pipe_fds[1]);
+    std::array<char, 256> chunk{};
+    while (true) {
+      const ssize_t n = read(pipe_fds[0], chunk.data(), chunk.size());
+      if (n > 0) {
+        output->append(chunk.data(), static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        break;
+      }
+    }
+    secure_wipe(chunk.data(), chunk.size());
+    close(pipe_fds[0]);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return make_error(Errc::kernel,
+                        fmt::format("cannot wait for {}: {}", argv.front(), std::strerror(errno)));
+    }
+  }
+  if (WIFEXITED(status)) {
+    return WEXITSTATUS(status);
+  }
+  return 128 + WTERMSIG(status);
+}
+
+Result<SecretBuffer> ask_with_systemd(const PassphraseQuestion &q) {
+  std::vector<std::string> argv{"systemd-ask-password", "--icon=drive-harddisk",
+                                fmt::format("--id=lbscrypt:{}", q.name), "--keyname=lbscrypt",
+                                fmt::format("--timeout={}", q.timeout_s.value_or(0))};
+  if (q.accept_cached) {
+    argv.emplace_back("--accept-cached");
+  }
+  argv.push_back(fmt::format("Passphrase for lbscrypt volume {} ({}):", q.name, q.device));
+  SecretBuffer answer;
+  const auto status = run_program(argv, &answer);
+  if (!status) {
+    return status.error();
+  }
+  if (*status != 0) {
+    return make_error(Errc::key,
+                      fmt::format("no passphrase for {}: systemd-ask-password exited with {} "
+                                  "(timed out, cancelled, or not installed)",
+                                  q.name, *status));
+  }
+  if (!answer.empty() && answer.view().back() == '\n') {
+    answer.truncate(answer.size() - 1);
+  }
+  return answer;
+}
+
+}  // namespace
+
+AttachServices system_attach_services() {
+  AttachServices s;
+  s.ask_passphrase = ask_with_systemd;
+  s.run = [](const std::vector<std::string> &argv) { return run_program(argv, nullptr); };
+  s.exists = [](const std::string &path) {
+    std::error_code ec;
+    return std::filesystem::exists(path, ec);
+  };
+  s.key_file_mode = [](const std::string &path) -> std::optional<unsigned> {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return std::nullopt;
+    }
+    return static_cast<unsigned>(st.st_mode);
+  };
+  return s;
+}
+
+}  // namespace lbscrypt
