@@ -128,7 +128,10 @@ class FakeKernel final : public Kernel {
     }
     const auto it = mappings.find(name);
     if (it == mappings.end()) {
-      return make_error(Errc::not_found, "no device-mapper device named " + std::string(name));
+      // as libdevmapper: DM_DEVICE_TABLE of a missing device fails (ENXIO); only info()
+      // says "no such device"
+      return make_error(Errc::kernel, "cannot read the table of " + std::string(name) +
+                                          ": No such device or address");
     }
     std::vector<TargetLine> lines;
     lines.push_back(it->second.line);
