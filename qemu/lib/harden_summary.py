@@ -52,7 +52,8 @@ def summarise(out, splats, status, seconds, tables, seed, kernel):
         "unexpected_errnos": fuzz.get("unexpected_errnos", 0),
         "guest_test_failures": failed,
         "tool_command_lines": argfuzz.get("runs", 0),
-        "tool_failures": sum(argfuzz.get(k, 0) for k in ("crash", "sanitizer", "refusal", "timeout")),
+        "tool_failures": sum(argfuzz.get(k, 0) for k in ("crash", "sanitizer", "refusal", "timeout",
+                                                          "control", "output", "template")),
     }
     bad = any(summary[k] for k in ("splats", "leaks", "verify_errors", "unexpected_errnos",
                                    "guest_test_failures", "tool_failures")) \

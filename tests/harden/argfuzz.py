@@ -9,7 +9,11 @@ Reads the subcommands and each one's options from LBSCRYPT's own --help (so a ne
 option is fuzzed without editing this file), then runs COUNT command lines built
 from them: real options with hostile values (empty, signs, overflow, junk, huge,
 control bytes, paths that are not devices), options without their value, repeated,
-unknown and misplaced options, and missing or extra positionals. Each run gets
+unknown and misplaced options, and missing or extra positionals; a tenth of the
+values get a whitespace or control byte put into them. Then INJECT lines from
+templates the tool accepts offline (`table` and `check` with --assume-version, a
+key file this makes), each with one such byte put into one word (issue 23,
+section 4: every word is checked before it reaches a table line). Each run gets
 /dev/null as standard input and, when this runs as root, the uid and gid of
 nobody, so no mapping can be made or removed whatever the line says.
 
@@ -17,8 +21,14 @@ A run fails when the tool
 - is killed by a signal or runs past the time limit (10 s);
 - prints a sanitizer report (AddressSanitizer, LeakSanitizer, UBSan "runtime error");
 - exits non-zero without exactly one line on standard error that starts with
-  "lbscrypt: " (a refusal is one line and a non-zero exit; with --debug, the
-  trace lines starting "# " are not counted).
+  "lbscrypt: " ("lbscrypt-generator: " for generate-units; a refusal is one line and a non-zero exit; with --debug, the
+  trace lines starting "# " are not counted);
+- writes a control byte anywhere on standard error but the line ends (a value
+  echoed into a message is escaped, so it cannot forge lines or drive a terminal);
+- for a template line: exits non-zero with anything on standard output, or exits 0
+  with output that differs in shape from the template's own (a table line: one
+  line of printable ASCII, single spaces, the template's word count; JSON: one
+  document). Every template must first be accepted as it is, or the run fails.
 Prints each failure with its command line, then a summary; exit status 1 on any.
 """
 import argparse
@@ -28,6 +38,7 @@ import random
 import re
 import subprocess
 import sys
+import tempfile
 
 TIME_LIMIT = 10
 NOBODY = 65534
@@ -45,6 +56,29 @@ VALUES = [
     "sha256", "ripemd160", "plain", "md5", "nosuchhash", "1.30.0", "1.28.0", "99.99.99",
     "1..0", "1.2.3.4", "v1.30.0", "crypt", "crypt_lbs", "linear", "NAME", "a/b", "../x",
     "x" * 200, "CRYPT-PLAIN-x", "-v", "--help",
+]
+
+# Bytes that would end, split or hide a word of a table line or a message line.
+BREAKERS = [" ", "\t", "\n", "\r", "\v", "\f", "\x1b", "\x7f", "\x01", "\x1f"]
+CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+KEY = "@KEY@"   # replaced by the path of a key file this makes
+DEV = "/dev/lbs-argfuzz-none"
+# Lines the tool accepts without a device or a kernel (as nobody); `shape` is what a
+# good answer looks like: a table line ("line") or JSON ("json").
+TEMPLATES = [
+    ("line", ["table", "--assume-version", "1.30.0", "--assume-page-size", "65536", "--size", "256",
+              "--key-file", KEY, "--cipher", "aes-xts-plain64", "--key-size", "512",
+              "--sector-size", "65536", "--offset", "128", "--skip", "0", "--allow-discards",
+              "--perf-no_read_workqueue", "--target", "crypt_lbs", DEV]),
+    ("line", ["table", "--assume-version", "1.30.0", "-b", "64", "-d", KEY, "-l", "32",
+              "--keyfile-offset", "0", "-c", "aes-cbc-essiv:sha256", "-s", "256", "-p", "8",
+              "--iv-large-sectors", "--sector-size", "4096", DEV]),
+    ("line", ["table", "-q", "--assume-version", "1.30.0", "--size", "8", "--hash", "sha256",
+              "--key-file", KEY, "--cipher", "capi:xts(aes)-plain64", DEV]),
+    ("json", ["table", "--json", "--assume-version", "1.30.0", "--assume-page-size", "16384",
+              "--size", "64", "--key-file", KEY, "--sector-size", "16384", DEV]),
+    ("json", ["check", "--json", "--assume-version", "1.30.0", "--assume-page-size", "65536",
+              "--sector-size", "65536", "--target", "crypt"]),
 ]
 
 
@@ -95,8 +129,16 @@ def grammar(tool):
     return g
 
 
+def inject(rng, word):
+    """word with one breaker put at its start, its end or inside, or replacing it"""
+    b = rng.choice(BREAKERS)
+    at = rng.choice([0, len(word), rng.randint(0, len(word))])
+    return b if rng.random() < 0.1 else word[:at] + b + word[at:]
+
+
 def value(rng):
-    return rng.choice(VALUES)
+    v = rng.choice(VALUES)
+    return inject(rng, v) if rng.random() < 0.1 else v
 
 
 def line_for(rng, g):
@@ -139,32 +181,81 @@ def drop_privileges():
         os.setuid(NOBODY)
 
 
-def run(tool, argv, env):
+def shape_error(shape, out, words):
+    """why OUT (bytes) is not an answer of SHAPE with WORDS words, or None"""
+    text = out.decode("utf-8", "replace")
+    if shape == "json":
+        try:
+            json.loads(text)
+        except ValueError as e:
+            return "standard output is not one JSON document (%s): %r" % (e, text[:300])
+        return None
+    if not re.fullmatch(r"[\x21-\x7e]+( [\x21-\x7e]+)*\n", text):
+        return "standard output is not one line of printable words: %r" % text[:300]
+    if words is not None and len(text.split()) != words:
+        return "the table line has %d words, the template's %d: %r" % (
+            len(text.split()), words, text[:300])
+    return None
+
+
+def run(tool, argv, env, shape=None, words=None):
     try:
         p = subprocess.run([tool] + argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, env=env, timeout=TIME_LIMIT,
                            preexec_fn=drop_privileges, check=False)
     except subprocess.TimeoutExpired:
         return "timeout", "ran past %d s" % TIME_LIMIT, None
+    except ValueError as e:        # a NUL byte cannot be an argument
+        raise SystemExit("argfuzz: bad command line %r: %s" % (argv, e))
     err = p.stderr.decode("utf-8", "replace")
     if p.returncode < 0:
         return "crash", "killed by signal %d: %s" % (-p.returncode, err[-1500:]), p.returncode
     if SANITIZER.search(err):
         return "sanitizer", err[-3000:], p.returncode
+    if any(CONTROL.search(line) for line in err.split("\n")):
+        return "control", "a control byte on standard error: %r" % err[:600], p.returncode
+    if shape and p.returncode != 0 and p.stdout:
+        return "output", "exit %d after writing %r" % (p.returncode, p.stdout[:300]), p.returncode
+    if shape and p.returncode == 0:
+        why = shape_error(shape, p.stdout, words)
+        if why:
+            return "output", why, p.returncode
     if p.returncode != 0:
         lines = err.rstrip("\n").split("\n") if err.strip() else []
         if any(x == "--debug" or x.startswith("--debug=") for x in argv):  # its trace: "# ..."
             lines = [ln for ln in lines if not ln.startswith("# ")]
-        if len(lines) != 1 or not lines[0].startswith("lbscrypt: "):
+        # generate-units speaks as the generator it is at boot
+        prefixes = ("lbscrypt: ", "lbscrypt-generator: ") if "generate-units" in argv else (
+            "lbscrypt: ",)
+        if len(lines) != 1 or not lines[0].startswith(prefixes):
             return "refusal", "exit %d with %d lines on stderr: %r" % (
                 p.returncode, len(lines), err[:600]), p.returncode
     return None, None, p.returncode
+
+
+def report(i, kind, argv, detail):
+    print("FAIL argfuzz #%s %s: lbscrypt %s\n  %s" % (
+        i, kind, " ".join(repr(x) if (not x or not x.isprintable() or " " in x) else x[:80]
+                          for x in argv),
+        detail.replace("\n", "\n  ")))
+
+
+def templates(keydir):
+    """TEMPLATES with the key file made: [(shape, argv)]"""
+    key = os.path.join(keydir, "key")
+    with open(key, "wb") as f:
+        f.write(os.urandom(64))
+    os.chmod(keydir, 0o755)
+    os.chmod(key, 0o644)
+    return [(shape, [key if w == KEY else w for w in argv]) for shape, argv in TEMPLATES]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("tool")
     ap.add_argument("--count", type=int, default=1500)
+    ap.add_argument("--inject", type=int, default=None,
+                    help="template lines with one byte put into one word (default: COUNT/2)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -175,35 +266,66 @@ def main():
                ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=99",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=99")
     counts = {"runs": 0, "exit_0": 0, "refused": 0, "crash": 0, "sanitizer": 0,
-              "refusal": 0, "timeout": 0}
+              "refusal": 0, "timeout": 0, "control": 0, "output": 0, "template": 0}
     codes, failures = {}, []
-    for i in range(a.count):
-        argv = line_for(rng, g)
-        kind, detail, rc = run(tool, argv, env)
+
+    def count(i, argv, kind, detail, rc):
         counts["runs"] += 1
         if kind:
             counts[kind] += 1
             failures.append({"argv": argv, "kind": kind, "detail": detail})
-            print("FAIL argfuzz #%d %s: lbscrypt %s\n  %s" % (
-                i, kind, " ".join(repr(x) if (not x or " " in x) else x[:80] for x in argv),
-                detail.replace("\n", "\n  ")))
+            report(i, kind, argv, detail)
         elif rc == 0:
             counts["exit_0"] += 1
         else:
             counts["refused"] += 1
         if rc is not None:
             codes[rc] = codes.get(rc, 0) + 1
-    bad = counts["crash"] + counts["sanitizer"] + counts["refusal"] + counts["timeout"]
-    print("argfuzz: %d command lines (seed %d) over %d subcommands: %d exit 0, %d refused "
-          "(exit codes %s); %d crashes, %d sanitizer reports, %d refusals not one line, "
-          "%d over %d s" % (counts["runs"], a.seed, len(g), counts["exit_0"], counts["refused"],
-                            ", ".join("%d x%d" % kv for kv in sorted(codes.items())),
-                            counts["crash"], counts["sanitizer"], counts["refusal"],
-                            counts["timeout"], TIME_LIMIT))
+
+    for i in range(a.count):
+        argv = line_for(rng, g)
+        count(i, argv, *run(tool, argv, env))
+
+    injected = {"lines": 0, "accepted": 0}
+    with tempfile.TemporaryDirectory() as keydir:
+        lines = templates(keydir)
+        words = []
+        for n, (shape, argv) in enumerate(lines):
+            kind, detail, rc = run(tool, argv, env, shape)
+            p = subprocess.run([tool] + argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env, preexec_fn=drop_privileges,
+                               check=False)
+            if kind or rc != 0:
+                why = detail or "exit %d: %r" % (rc, p.stderr.decode("utf-8", "replace")[:300])
+                count("t%d" % n, argv, "template", "the template itself is not accepted: " + why,
+                      rc)
+            words.append(len(p.stdout.split()) if shape == "line" else None)
+        for i in range(a.inject if a.inject is not None else a.count // 2):
+            n = rng.randrange(len(lines))
+            shape, argv = lines[n]
+            argv = list(argv)
+            at = rng.randrange(len(argv))
+            argv[at] = inject(rng, argv[at])
+            kind, detail, rc = run(tool, argv, env, shape, words[n])
+            injected["lines"] += 1
+            injected["accepted"] += 1 if rc == 0 and not kind else 0
+            count("i%d" % i, argv, kind, detail, rc)
+
+    bad = sum(counts[k] for k in ("crash", "sanitizer", "refusal", "timeout", "control",
+                                  "output", "template"))
+    print("argfuzz: %d command lines (seed %d) over %d subcommands, %d of them templates with "
+          "a byte put in (%d accepted): %d exit 0, %d refused (exit codes %s); %d crashes, "
+          "%d sanitizer reports, %d refusals not one line, %d control bytes on stderr, "
+          "%d bad outputs, %d templates refused, %d over %d s" % (
+              counts["runs"], a.seed, len(g), injected["lines"], injected["accepted"],
+              counts["exit_0"], counts["refused"],
+              ", ".join("%d x%d" % kv for kv in sorted(codes.items())),
+              counts["crash"], counts["sanitizer"], counts["refusal"], counts["control"],
+              counts["output"], counts["template"], counts["timeout"], TIME_LIMIT))
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
-            json.dump(dict(counts, seed=a.seed, exit_codes=codes, failures=failures[:50],
-                           subcommands=sorted(g)), f, indent=1)
+            json.dump(dict(counts, seed=a.seed, exit_codes=codes, injected=injected,
+                           failures=failures[:50], subcommands=sorted(g)), f, indent=1)
     return 1 if bad else 0
 
 

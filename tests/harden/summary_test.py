@@ -67,6 +67,16 @@ def main():
             fails += 1
         else:
             print("ok   %s: %s=%d, the run fails" % (what, field, n))
+    files = dict(CLEAN)
+    files["argfuzz.json"] = json.dumps({"runs": 3000, "crash": 0, "sanitizer": 0, "refusal": 0,
+                                        "timeout": 0, "control": 1, "output": 0, "template": 0})
+    summary, bad = run(files)
+    if not bad or summary["tool_failures"] != 1:
+        print("FAIL summary_test: a control byte on the tool's stderr: tool_failures=%s, bad=%s"
+              % (summary["tool_failures"], bad))
+        fails += 1
+    else:
+        print("ok   a control byte on the tool's stderr: tool_failures=1, the run fails")
     summary, bad = run(CLEAN, tables=6000)
     if not bad:
         print("FAIL summary_test: 5000 tables passed a run that asked for 6000")

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include <unistd.h>
 
@@ -576,6 +578,38 @@ TEST_CASE("cli: table words are refused with one line, nothing on stdout", "[cli
   CHECK(cli.prompts == 0);
   CHECK(cli.kernel.creates == 0);
   CHECK(cli.run({"status", "--target", "", "x"}) == 1);
+}
+
+TEST_CASE("cli: a value quoted in a refusal keeps it one line, its control bytes escaped",
+          "[cli]") {
+  // Messages that quote an argument as given: a number, a version, a key file's path,
+  // an option name CLI11 does not know.
+  const std::vector<std::vector<std::string>> lines = {
+      {"table", "--assume-version", "1.30.0", "--size", "8\n0 8 zero", "-d", kKeyFile, "/dev/x"},
+      {"table", "--assume-version", "1.30.0\n", "--size", "8", "-d", kKeyFile, "/dev/x"},
+      {"table", "--size", "8", "-d", "/no/such\nkey\x1b[2J", "/dev/ram0"},
+      {"table", "--si\rze", "8", "-d", kKeyFile, "/dev/ram0"},
+      {"check", "--sector-size",
+       "\x7f"
+       "4096"},
+  };
+  for (const auto &line : lines) {
+    Cli cli;
+    CAPTURE(line);
+    CHECK(cli.run(line) == lbscrypt::cli::kExitInvalid);
+    CHECK(cli.out.str().empty());
+    const std::string err = cli.err.str();
+    REQUIRE_FALSE(err.empty());
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+    CHECK(err.back() == '\n');
+    CHECK(std::none_of(err.begin(), err.end() - 1,
+                       [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }));
+  }
+  Cli cli;
+  CHECK(cli.run({"table", "--size", "8\n0", "-d", kKeyFile, "/dev/x"}) == 1);
+  CHECK(cli.err.str() ==
+        "lbscrypt: --size '8\\n0' is not a number: give decimal digits only, 0 to "
+        "18446744073709551615\n");
 }
 
 TEST_CASE("cli open: an unknown --hash is refused before the prompt", "[cli]") {

@@ -188,6 +188,25 @@ TEST_CASE("stdin without --key-file stops at the first newline", "[keys]") {
   });
 }
 
+TEST_CASE("an empty standard input is refused as cryptsetup's 'Nothing to read on input'",
+          "[keys]") {
+  with_stdin("", [] {
+    KeyOptions o;
+    o.hash = "sha256";
+    const auto key = lbscrypt::derive_plain_key(o, false, nullptr);
+    REQUIRE_FALSE(key.ok());
+    CHECK(key.error().message ==
+          "nothing to read on standard input: give the passphrase (or the key) there, or name "
+          "a key file with --key-file");
+  });
+  // A lone newline is an empty passphrase, hashed (the test above of empty passphrases).
+  with_stdin("\n", [] {
+    KeyOptions o;
+    o.hash = "sha256";
+    CHECK(lbscrypt::derive_plain_key(o, false, nullptr).ok());
+  });
+}
+
 TEST_CASE("key file - takes all of stdin, newlines included", "[keys]") {
   with_stdin("correct horse\n", [] {
     KeyOptions o;

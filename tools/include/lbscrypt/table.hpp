@@ -139,6 +139,10 @@ enum class KeyDisplay { show, hide };
 // (\n, \t, \xNN): one printable line for an error message.
 [[nodiscard]] std::string printable(std::string_view text);
 
+// `text` with its control characters alone written as C escapes: a message that may
+// already hold printable() text stays one line and cannot drive a terminal.
+[[nodiscard]] std::string one_line(std::string_view text);
+
 // Size of the key in bytes (0 for "-"), whichever form it has.
 [[nodiscard]] std::uint32_t key_size_bytes(const KeySpec &key);
 

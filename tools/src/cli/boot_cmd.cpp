@@ -9,6 +9,7 @@
 
 #include "lbscrypt/units.hpp"
 #include "lbscrypt/version.hpp"
+#include "output.hpp"
 
 namespace lbscrypt::cli {
 
@@ -46,12 +47,12 @@ int generate_command(const GenerateArgs &args, const Services &services, std::os
     if (text.error().code == Errc::not_found) {
       return kExitOk;  // no lbscrypttab: nothing to open
     }
-    err << "lbscrypt-generator: " << text.error().message << '\n';
+    print_error(err, text.error().message, "lbscrypt-generator");
     return exit_code(text.error().code);
   }
   const Lbscrypttab tab = parse_lbscrypttab(*text, args.tab);
   for (const Error &error : tab.errors) {
-    err << "lbscrypt-generator: " << error.message << " (the line is skipped)\n";
+    print_error(err, error.message + " (the line is skipped)", "lbscrypt-generator");
   }
   std::error_code ec;
   const auto source = std::filesystem::absolute(args.tab, ec);  // SourcePath= must be absolute
@@ -59,7 +60,7 @@ int generate_command(const GenerateArgs &args, const Services &services, std::os
                                    ec ? args.tab : source.string()};
   if (auto written = write_units(args.normal_dir, generate_units(tab.entries, settings));
       !written) {
-    err << "lbscrypt-generator: " << written.error().message << '\n';
+    print_error(err, written.error().message, "lbscrypt-generator");
     return exit_code(written.error().code);
   }
   return tab.errors.empty() ? kExitOk : kExitInvalid;
@@ -69,11 +70,11 @@ int attach_command(const AttachArgs &args, const Environment &env, const Service
                    std::ostream &out, std::ostream &err) {
   const auto outcome = attach_volume(args.request, env, services.attach);
   if (!outcome) {
-    err << "lbscrypt: " << outcome.error().message << '\n';
+    print_error(err, outcome.error().message);
     return exit_code(outcome.error().code);
   }
   for (const auto &note : outcome->notes) {
-    err << "lbscrypt: " << note << '\n';
+    print_error(err, note);
   }
   out << fmt::format("{}: /dev/mapper/{} ({}){}\n", args.request.name, args.request.name,
                      outcome->device.dm_node(),

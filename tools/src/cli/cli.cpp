@@ -17,6 +17,7 @@
 #include "boot_cmd.hpp"
 #include "lbscrypt/numbers.hpp"
 #include "lbscrypt/operations.hpp"
+#include "lbscrypt/table.hpp"
 #include "lbscrypt/version.hpp"
 #include "matrix_cmd.hpp"
 #include "output.hpp"
@@ -278,7 +279,7 @@ Result<SecretBuffer> ask_key(const Options &o, const Services &services, std::os
     return key.error();
   }
   for (const auto &warning : key->plan.warnings) {
-    err << warning << '\n';
+    err << one_line(warning) << '\n';
   }
   return std::move(key->key);
 }
@@ -302,7 +303,7 @@ Result<CryptTable> planned_table(const Options &o, const Environment &env, const
 }
 
 int fail(std::ostream &err, const Error &error) {
-  err << "lbscrypt: " << error.message << '\n';
+  print_error(err, error.message);
   return exit_code(error.code);
 }
 
@@ -522,13 +523,13 @@ std::optional<int> parse(CLI::App &app, const std::vector<std::string> &args, st
     // ("table --sector-sise 8192 /dev/x") would otherwise be reported as a
     // missing device. Name the unknown argument first.
     if (const auto extra = app.remaining(true); !extra.empty()) {
-      err << "lbscrypt: " << CLI::ExtrasError(extra).what() << " (see lbscrypt --help)\n";
+      print_error(err, std::string(CLI::ExtrasError(extra).what()) + " (see lbscrypt --help)");
       return kExitInvalid;
     }
-    err << "lbscrypt: " << e.what() << " (see lbscrypt --help)\n";
+    print_error(err, std::string(e.what()) + " (see lbscrypt --help)");
     return kExitInvalid;
   } catch (const CLI::ParseError &e) {
-    err << "lbscrypt: " << e.what() << " (see lbscrypt --help)\n";
+    print_error(err, std::string(e.what()) + " (see lbscrypt --help)");
     return kExitInvalid;
   }
   return std::nullopt;
@@ -591,7 +592,7 @@ int open_command(const Options &o, const Environment &env, const Services &servi
     same.table = std::move(table).value();
     print_opened(out, same);
     if (!o.quiet) {
-      err << fmt::format("lbscrypt: {} is already active as requested; nothing done\n", name);
+      print_error(err, fmt::format("{} is already active as requested; nothing done", name));
     }
     return succeed(err, o);
   }

@@ -8,6 +8,7 @@
 
 #include "boot_cmd.hpp"
 #include "cli.hpp"
+#include "output.hpp"
 
 int main(int argc, char **argv) {
   try {
@@ -22,7 +23,7 @@ int main(int argc, char **argv) {
     std::cerr << "lbscrypt: out of memory\n";
     return lbscrypt::cli::kExitNoMemory;
   } catch (const std::exception &e) {
-    std::cerr << "lbscrypt: internal error: " << e.what() << '\n';
+    lbscrypt::cli::print_error(std::cerr, std::string("internal error: ") + e.what());
     return lbscrypt::cli::kExitInvalid;
   }
 }

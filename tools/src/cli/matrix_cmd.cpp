@@ -197,12 +197,12 @@ int matrix_command(const MatrixArgs &args, const Services &services, std::ostrea
   }
   const auto sizes = matrix_sizes(args);
   if (!sizes) {
-    err << "lbscrypt: " << sizes.error().message << '\n';
+    print_error(err, sizes.error().message);
     return exit_code(sizes.error().code);
   }
   for (const auto &target : args.targets) {
     if (const auto valid = check_target_name(target); !valid) {
-      err << "lbscrypt: " << valid.error().message << '\n';
+      print_error(err, valid.error().message);
       return exit_code(valid.error().code);
     }
   }
@@ -225,7 +225,7 @@ int matrix_command(const MatrixArgs &args, const Services &services, std::ostrea
     }
   }  // a signal that stopped the run is raised again here, after the cleanup
   if (!report) {
-    err << "lbscrypt: " << report.error().message << '\n';
+    print_error(err, report.error().message);
     return exit_code(report.error().code);
   }
   if (report->interrupted) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "lbscrypt/table.hpp"
+
 namespace lbscrypt::cli {
 
 namespace {
@@ -90,6 +92,10 @@ std::size_t utf8_sequence(std::string_view text) {
 }
 
 }  // namespace
+
+void print_error(std::ostream &err, std::string_view message, std::string_view program) {
+  err << program << ": " << one_line(message) << '\n';
+}
 
 void write_json_string(std::ostream &out, std::string_view text) {
   out << '"';

@@ -24,6 +24,11 @@ void print_opened(std::ostream &out, const OpenResult &opened);
 void print_benchmark(std::ostream &out, const BenchmarkReport &report, std::string_view target_type,
                      bool json);
 
+// "PROGRAM: MESSAGE" and a newline on `err`, the message's control characters escaped
+// (one_line()): every refusal and note is one line, whatever value it quotes.
+void print_error(std::ostream &err, std::string_view message,
+                 std::string_view program = "lbscrypt");
+
 // Writes `text` as a JSON string literal (quotes included). Text is bytes (paths are):
 // well-formed UTF-8 is escaped by nlohmann, and every byte that is not part of it is written
 // as \udcXX (XX its value), Python's "surrogateescape": reversible, never an error.

@@ -141,6 +141,12 @@ Result<SecretBuffer> read_key_material(const KeyPlan &plan, const KeyOptions &op
   const int r = crypt_keyfile_device_read(nullptr, path, &raw, &raw_size, options.keyfile_offset,
                                           plan.read_limit, flags);
   const CryptSafeBuffer guard(raw);
+  if (r == -EPIPE && path == nullptr) {
+    // libcryptsetup's "Nothing to read on input": standard input ended at once.
+    return make_error(Errc::key,
+                      "nothing to read on standard input: give the passphrase (or the key) "
+                      "there, or name a key file with --key-file");
+  }
   if (r < 0) {
     return make_error(Errc::key,
                       fmt::format("cannot read the key from {}: {}",

@@ -279,24 +279,39 @@ SecretBuffer format_table_line(const CryptTable &table, KeyDisplay keys,
   return out;
 }
 
-std::string printable(std::string_view text) {
+namespace {
+
+// `text` with the bytes `escaped` picks written as C escapes (\n, \t, \\, \xNN).
+template <typename Pred>
+std::string escape_bytes(std::string_view text, Pred escaped) {
   std::string out;
   for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    if (c == '\n') {
+    if (!escaped(byte)) {
+      out += c;
+    } else if (c == '\n') {
       out += "\\n";
     } else if (c == '\t') {
       out += "\\t";
     } else if (c == '\\') {
       out += "\\\\";
-    } else if (byte < 0x20 || byte == 0x7f || byte == 0xa0) {
-      out += fmt::format("\\x{:02x}", byte);
     } else {
-      out += c;
+      out += fmt::format("\\x{:02x}", byte);
     }
   }
   return out;
 }
+
+bool is_control(unsigned char byte) { return byte < 0x20 || byte == 0x7f; }
+
+}  // namespace
+
+std::string printable(std::string_view text) {
+  return escape_bytes(
+      text, [](unsigned char byte) { return is_control(byte) || byte == '\\' || byte == 0xa0; });
+}
+
+std::string one_line(std::string_view text) { return escape_bytes(text, is_control); }
 
 Result<void> check_table_word(std::string_view field, std::string_view word) {
   if (word.empty()) {
