@@ -27,7 +27,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod engine bench bench-smoke cryptsetup-tests harden fuzz-check tools-fuzz kmod-lint matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps kernels kmod engine bench bench-smoke cryptsetup-tests harden fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -97,6 +97,12 @@ guest-test: kmod engine $(GUEST_TOOLS)
 kmod-lint: kernels
 	@tests/kmod-lint
 
+# The initramfs-tools hook and boot script (tools/initramfs/) run by Debian's
+# mkinitramfs for a Debian kernel, the refusal without the module, and a boot
+# whose root is on an lbscrypt volume opened by the image (tests/initramfs-check).
+initramfs-check: kernels tools
+	@tests/initramfs-check
+
 # make harden: the whole guest suite, the table fuzzer, memory pressure, crypto
 # faults and lifecycle tests on the debug kernel (qemu/harden; LBS_HARDEN_TABLES
 # for a longer run). Writes build/harden/summary.json. Not part of check.
@@ -121,7 +127,8 @@ tools-fuzz: tools-asan
 
 SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init \
 	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/rig-test tests/fetch-check \
-		tests/rig-host-test tests/dkms-check tests/deb-check packaging/build-deb tools/cmake/manpage.sh) .ci/run
+		tests/rig-host-test tests/dkms-check tests/deb-check tests/initramfs-check packaging/build-deb \
+		tools/cmake/manpage.sh tools/initramfs/hook tools/initramfs/local-top) .ci/run
 
 lint-shell:
 	@shellcheck -x $(SHELL_SCRIPTS)
@@ -142,7 +149,8 @@ rig-host-test: deps
 # run in this order, each timed (qemu/lib/stages); make check stops at the first
 # that fails. `make tools-lint` alone also tidies the tests (about 30 s a file).
 CHECK_STAGES := deps lint-shell rig-host-test fetch-check tools-test tools-asan tools-fuzz tools-lint \
-	kmod-lint kmod deb deb-lint dkms-check rig-test matrix-check guest-test fuzz-check bench-smoke
+	kmod-lint kmod deb deb-lint dkms-check initramfs-check rig-test matrix-check guest-test fuzz-check \
+	bench-smoke
 check:
 	@qemu/lib/stages TOOLS_TIDY_DIRS=tools/src $(if $(filter command line,$(origin KERNELS)),KERNELS="$(KERNELS)") $(CHECK_STAGES)
 

@@ -5,6 +5,8 @@
 #   share/bash-completion/completions/lbscrypt     tools/completion/lbscrypt
 #   share/man/man8/lbscrypt.8                      from Documentation/lbscrypt.rst
 #   lib/systemd/system-generators/lbscrypt-generator  a link to sbin/lbscrypt
+#   share/initramfs-tools/hooks/lbscrypt           tools/initramfs/hook
+#   share/initramfs-tools/scripts/local-top/lbscrypt  tools/initramfs/local-top
 include(GNUInstallDirs)
 
 # The systemd generator (lbscrypttab(5)) is lbscrypt itself under another name: main.cpp runs
@@ -21,6 +23,14 @@ install(CODE "
   file(CREATE_LINK \"${_lbs_generator_to_tool}\" \"\${link}\" SYMBOLIC)
   message(STATUS \"Installing: \${link} -> ${_lbs_generator_to_tool}\")
 ")
+
+# initramfs-tools (Debian): the x-initrd.attach volumes of lbscrypttab, the root's among
+# them, opened before the root is mounted. initramfs-tools reads /usr/share/initramfs-tools
+# only, so these are for a /usr prefix.
+install(PROGRAMS "${CMAKE_CURRENT_SOURCE_DIR}/initramfs/hook"
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/initramfs-tools/hooks" RENAME lbscrypt)
+install(PROGRAMS "${CMAKE_CURRENT_SOURCE_DIR}/initramfs/local-top"
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/initramfs-tools/scripts/local-top" RENAME lbscrypt)
 
 install(FILES "${CMAKE_CURRENT_SOURCE_DIR}/completion/lbscrypt"
         DESTINATION "${CMAKE_INSTALL_DATADIR}/bash-completion/completions")

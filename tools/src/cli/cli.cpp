@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <ostream>
 #include <sstream>
+#include <string_view>
 
 #include "boot_cmd.hpp"
 #include "lbscrypt/numbers.hpp"
@@ -396,6 +398,22 @@ int exit_code(Errc code) {
   return kExitInvalid;
 }
 
+// Whether `program` is an executable in one of PATH's directories.
+bool in_path(std::string_view program) {
+  const char *path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/sbin:/usr/bin:/sbin:/bin";
+  while (!dirs.empty()) {
+    const auto end = dirs.find(':');
+    const auto dir = dirs.substr(0, end);
+    const std::string candidate = fmt::format("{}/{}", dir.empty() ? "." : dir, program);
+    if (access(candidate.c_str(), X_OK) == 0) {
+      return true;
+    }
+    dirs = end == std::string_view::npos ? std::string_view{} : dirs.substr(end + 1);
+  }
+  return false;
+}
+
 Services system_services() {
   Services s;
   s.make_kernel = make_devmapper_kernel;
@@ -407,6 +425,16 @@ Services system_services() {
   s.is_root = geteuid() == 0;
   s.make_crypto = make_af_alg_crypto;
   s.attach = system_attach_services();
+  if (s.stdin_is_terminal && !in_path("systemd-ask-password")) {
+    // An initramfs without systemd (initramfs-tools): ask on the console, as Debian's
+    // cryptroot does, with the terminal on standard input and no echo.
+    s.attach.ask_passphrase = [](const PassphraseQuestion &q) {
+      TerminalOptions t;
+      t.prompt = fmt::format("Passphrase for lbscrypt volume {} ({}): ", q.name, q.device);
+      t.timeout_s = q.timeout_s.value_or(0);
+      return terminal_reader(t)(kMaxTerminalPassphrase);
+    };
+  }
   s.read_file = read_text_file;
   s.installed_tool = kInstalledTool;
   return s;
