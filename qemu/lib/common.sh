@@ -5,9 +5,10 @@ LBS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LBS_CACHE=${LBSCRYPT_CACHE:-$HOME/.cache/lbscrypt}
 LBS_BUILD=${LBS_BUILD:-$LBS_TOP/build}
 LBS_KERNELS_CONF=${LBS_KERNELS_CONF:-$LBS_TOP/qemu/kernels.conf}
-# Kernels that only some runs boot (make harden's debug kernel): files separated
-# by spaces, known to kernel_row, never in the default list of kernel_ids.
-LBS_KERNELS_EXTRA=${LBS_KERNELS_EXTRA:-$LBS_TOP/qemu/kernels-debug.conf}
+# Kernels that only some runs boot (make harden's debug kernel, make check-full's
+# extra kernels): files separated by spaces, known to kernel_row, never in the
+# default list of kernel_ids.
+LBS_KERNELS_EXTRA=${LBS_KERNELS_EXTRA:-$LBS_TOP/qemu/kernels-debug.conf $LBS_TOP/qemu/kernels-extra.conf}
 
 fail() {
 	printf '%s: error: %s\n' "${0##*/}" "$*" >&2
