@@ -110,7 +110,7 @@ TEST_CASE("benchmark: unit sizes run from 512 to the page size", "[benchmark]") 
 }
 
 TEST_CASE("benchmark: cipher specs map to the crypto API names dm-crypt uses", "[benchmark]") {
-  const auto name = [](const char *spec, std::optional<std::string> driver = std::nullopt) {
+  const auto name = [](const char *spec, const std::optional<std::string> &driver = std::nullopt) {
     const auto parsed = lbscrypt::parse_cipher_spec(spec);
     REQUIRE(parsed.ok());
     const auto k = lbscrypt::kernel_cipher(*parsed, driver);
@@ -224,7 +224,7 @@ TEST_CASE("benchmark: the largest size the gate allows is recommended", "[benchm
     CHECK(rec.sector_size == 4096);
     CHECK(rec.max_plain == 4096);
     CHECK(rec.gain_over_4096 == Approx(0.0));
-    CHECK(rec.blocked_size == 65536u);
+    CHECK(rec.blocked_size == 65536U);
     REQUIRE(rec.blocked_gain);
     CHECK(*rec.blocked_gain > 1.0);
     CHECK_THAT(rec.reason, Catch::Contains("load dm-crypt-lbs"));
