@@ -97,10 +97,10 @@ guest-test: kmod engine $(GUEST_TOOLS)
 kmod-lint: kernels
 	@tests/kmod-lint
 
-# The initramfs-tools hook and boot script (tools/initramfs/) run by Debian's
-# mkinitramfs for a Debian kernel, the refusal without the module, and a boot
+# The initramfs-tools hook and boot script (tools/initramfs/), from the tool's
+# package, run by Debian's mkinitramfs for a Debian kernel, the refusal without the module, and a boot
 # whose root is on an lbscrypt volume opened by the image (tests/initramfs-check).
-initramfs-check: kernels tools
+initramfs-check: kernels deb
 	@tests/initramfs-check
 
 # make harden: the whole guest suite, the table fuzzer, memory pressure, crypto
@@ -121,7 +121,7 @@ fuzz-check: kmod
 # nobody when root, so no device is touched): ARGFUZZ_COUNT command lines,
 # 300 in make check, 3000 under make harden.
 ARGFUZZ_COUNT ?= 300
-tools-fuzz: tools-asan
+tools-fuzz: tools-asan-build
 	@python3 tests/harden/argfuzz.py $(TOOLS_BUILD_DIR)/asan/lbscrypt --count $(ARGFUZZ_COUNT) \
 		--json $(BUILD)/argfuzz.json
 
@@ -147,9 +147,14 @@ rig-host-test: deps
 
 # Cheap and host-only first, then the module builds, then the guests. The stages
 # run in this order, each timed (qemu/lib/stages); make check stops at the first
-# that fails. `make tools-lint` alone also tidies the tests (about 30 s a file).
-CHECK_STAGES := deps lint-shell rig-host-test fetch-check tools-test tools-asan tools-fuzz tools-lint \
-	kmod-lint kmod deb deb-lint dkms-check initramfs-check rig-test matrix-check guest-test fuzz-check \
+# that fails. The tool's unit tests run in the amd64 package's build (deb: CTest,
+# valgrind included) and again under ASan/UBSan (tools-asan). A word A+B+C runs
+# B, then C, beside A: fetch-check (downloads into a cache of its own) beside
+# kmod-lint (the kernel builds on a cold machine); tools-asan, tools-fuzz and
+# tools-lint beside the guest tests, which keep about 1.4 of the two cores busy.
+# `make tools-lint` alone also tidies the tests (about 30 s a file).
+CHECK_STAGES := deps lint-shell rig-host-test kmod-lint+fetch-check kmod deb deb-lint dkms-check \
+	initramfs-check rig-test matrix-check guest-test+tools-asan+tools-fuzz+tools-lint fuzz-check \
 	bench-smoke
 check:
 	@qemu/lib/stages TOOLS_TIDY_DIRS=tools/src $(if $(filter command line,$(origin KERNELS)),KERNELS="$(KERNELS)") $(CHECK_STAGES)

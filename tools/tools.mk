@@ -1,9 +1,11 @@
 # tools/tools.mk: lbscrypt build and test targets. Included by the top-level Makefile; on its
 # own: `make -f tools/tools.mk TARGET` from the repository root.
 #
+#   tools-configure  host build's CMake configuration (its compile_commands.json)
 #   tools        host build: build/tools/host/lbscrypt
 #   tools-test   host build + unit tests (ctest), no guest
 #   tools-asan   ASan + UBSan build of the unit tests in build/tools/asan + ctest
+#                (tools-asan-build: the build alone)
 #   tools-lint   clang-format --dry-run -Werror and clang-tidy over tools/ and tests/unit/
 #   tools-arm64  cross build for the arm64 guests: build/tools/arm64/lbscrypt
 
@@ -19,24 +21,29 @@ TOOLS_SOURCES = $(shell find tools/include tools/src tests/unit -name '*.hpp' -o
 TOOLS_TIDY_DIRS ?= tools/src tests/unit
 TOOLS_TIDY_SOURCES = $(shell find $(TOOLS_TIDY_DIRS) -name '*.cpp')
 
-.PHONY: tools tools-test tools-asan tools-lint tools-arm64
+.PHONY: tools tools-configure tools-test tools-asan-build tools-asan tools-lint tools-arm64
 
-tools:
+tools-configure:
 	@cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/host -DCMAKE_BUILD_TYPE=RelWithDebInfo $(TOOLS_CMAKE_FLAGS) >/dev/null
+
+tools: tools-configure
 	@cmake --build $(TOOLS_BUILD_DIR)/host -j $(TOOLS_JOBS)
 
 tools-test: tools
 	@ctest --test-dir $(TOOLS_BUILD_DIR)/host --output-on-failure -j $(TOOLS_JOBS)
 
-tools-asan:
+tools-asan-build:
 	@cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/asan -DCMAKE_BUILD_TYPE=Debug -DLBSCRYPT_SANITIZE=ON $(TOOLS_CMAKE_FLAGS) >/dev/null
 	@cmake --build $(TOOLS_BUILD_DIR)/asan -j $(TOOLS_JOBS)
+
+tools-asan: tools-asan-build
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --test-dir $(TOOLS_BUILD_DIR)/asan --output-on-failure -j $(TOOLS_JOBS)
 
-# clang-tidy needs the compile database of the host build; tools/cmake/tidy.sh runs
-# two files at a time and remembers the files it found clean (in the rig's cache).
-tools-lint: tools
+# clang-tidy needs the compile database of the host build (its configuration, not
+# its objects); tools/cmake/tidy.sh runs two files at a time and remembers the
+# files it found clean (in the rig's cache).
+tools-lint: tools-configure
 	@clang-format --style=file:tools/.clang-format --dry-run -Werror $(TOOLS_SOURCES)
 	@tools/cmake/tidy.sh $(TOOLS_BUILD_DIR)/host $(TOOLS_TIDY_SOURCES)
 	@echo "tools-lint: clean"
