@@ -39,7 +39,8 @@ default_limit() {
 	benchmark) echo 120 ;;                   # ~20 s on arm64-64k, the engine's 20 ms a request included
 	zoned) echo 300 ;;                       # ~60 s; stock's inline waits for the engine, ~60 s more
 	teardown) echo 400 ;;                    # 12 cycles under fio with each cipher, ~110 s loaded
-	upstream-tests) echo 300 ;;              # cryptsetup's fvault2 and luks1 tests, ~40 s on arm64-64k
+	upstream-tests) echo 300 ;;
+	torn) echo 300 ;;                        # ~3400 tears, both targets, every size              # cryptsetup's fvault2 and luks1 tests, ~40 s on arm64-64k
 	*) echo 120 ;;
 	esac
 }
