@@ -165,6 +165,55 @@ static inline void lbs_atomic_limits(struct queue_limits *limits,
 }
 #endif
 
+/*
+ * A device's atomic write limits, in bytes (REQ_ATOMIC, 6.11 on): the
+ * smallest and largest atomic write, the boundary none may cross (0: none),
+ * and what its segments hold of the bounce pages a write is made of.
+ * False where the kernel or the device has no atomic writes.
+ */
+struct lbs_atomic_limits {
+	unsigned int unit_min;
+	unsigned int unit_max;
+	unsigned int boundary;
+	unsigned int seg_bytes;
+};
+
+#ifdef REQ_ATOMIC
+static inline bool lbs_bdev_atomic_limits(struct block_device *bdev,
+					  struct lbs_atomic_limits *lim)
+{
+	struct request_queue *q = bdev_get_queue(bdev);
+	unsigned int segs = queue_max_segments(q);
+
+	if (!bdev_can_atomic_write(bdev))
+		return false;
+	lim->unit_min = queue_atomic_write_unit_min_bytes(q);
+	lim->unit_max = min(queue_atomic_write_unit_max_bytes(q),
+			    queue_atomic_write_max_bytes(q));
+	lim->boundary = queue_atomic_write_boundary_bytes(q);
+	/* a bounce page may take several segments where they are small */
+	lim->seg_bytes = min_t(u64, (u64)segs *
+			       min_t(unsigned int, PAGE_SIZE,
+				     queue_max_segment_size(q)), UINT_MAX);
+	return lim->unit_min && lim->unit_max;
+}
+
+static inline void lbs_bio_set_atomic(struct bio *bio)
+{
+	bio->bi_opf |= REQ_ATOMIC;
+}
+#else
+static inline bool lbs_bdev_atomic_limits(struct block_device *bdev,
+					  struct lbs_atomic_limits *lim)
+{
+	return false;
+}
+
+static inline void lbs_bio_set_atomic(struct bio *bio)
+{
+}
+#endif
+
 /* The metadata bytes the device keeps per integrity interval. */
 static inline unsigned int lbs_integrity_tuple_size(const struct blk_integrity *bi)
 {

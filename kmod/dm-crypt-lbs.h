@@ -159,6 +159,8 @@ struct lbs_config {
 	 * device in the order they came (dm emulates zone append).
 	 */
 	bool write_inline;
+	/* bytes of the largest atomic write piece (atomic.c); 0: none */
+	unsigned int atomic_unit;
 
 	/* layout of one crypto request element of req_pool */
 	unsigned int req_lr_off;	/* struct lbs_req */
@@ -218,6 +220,7 @@ struct lbs_io {
 	bool own_req_used;	/* the embedded request was handed out */
 	bool restart_wait;	/* wait for restart before the next request */
 	bool write_inline;	/* each request's end is waited for (zoned) */
+	bool atomic;		/* the write goes down as REQ_ATOMIC (atomic.c) */
 	struct completion restart;	/* a backlogged request was queued */
 	struct completion req_done;	/* write_inline: the request ended */
 	struct work_struct work;	/* read submit, then crypt */
@@ -388,6 +391,10 @@ struct bio *lbs_alloc_bounce(struct lbs_io *io, bio_end_io_t *end_io);
 void lbs_free_bounce(struct lbs_config *cc, struct bio *clone);
 
 /* writer.c */
+void lbs_atomic_ctr(struct lbs_config *cc);
+unsigned int lbs_atomic_sectors(struct lbs_config *cc, struct bio *bio,
+				sector_t offset);
+
 int lbs_writer_init(struct lbs_config *cc, const char *dev);
 void lbs_writer_exit(struct lbs_config *cc);
 void lbs_queue_write(struct lbs_io *io);

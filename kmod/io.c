@@ -433,6 +433,8 @@ static void lbs_write_crypt(struct lbs_io *io)
 	struct lbs_config *cc = io->cc;
 
 	io->clone = lbs_alloc_bounce(io, lbs_write_endio);
+	if (io->atomic)
+		lbs_bio_set_atomic(io->clone);
 	if (cc->tuple_size && lbs_integrity_attach(io, io->clone, GFP_NOIO)) {
 		DMERR_LIMIT("cannot attach the integrity metadata to a write");
 		lbs_free_bounce(cc, io->clone);
@@ -575,6 +577,7 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	unsigned int max_sectors;
 	struct lbs_io *io;
 	sector_t offset;
+	bool atomic;
 
 	/*
 	 * Flushes and discards carry no data to convert: pass them on.  dm core
@@ -603,10 +606,16 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	BUILD_BUG_ON(LBS_MAX_REQUEST_DEFAULT >
 		     LBS_BOUNCE_SECTORS << SECTOR_SHIFT);
 	max_sectors = lbs_max_request_sectors(cc, bio);
+	offset = dm_target_offset(ti, bio->bi_iter.bi_sector);
+	atomic = cc->atomic_unit && bio_data_dir(bio) == WRITE &&
+		 !lbs_bio_atomic(bio);
+	/* where the device writes whole sectors atomically: in such pieces */
+	if (atomic)
+		max_sectors = min(max_sectors,
+				  lbs_atomic_sectors(cc, bio, offset));
 	if (bio_sectors(bio) > max_sectors)
 		dm_accept_partial_bio(bio, max_sectors);
 
-	offset = dm_target_offset(ti, bio->bi_iter.bi_sector);
 	if (unlikely((offset & ((cc->sector_size >> SECTOR_SHIFT) - 1)) ||
 		     (bio->bi_iter.bi_size & (cc->sector_size - 1))))
 		return DM_MAPIO_KILL;
@@ -623,6 +632,7 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	io->req = NULL;
 	io->own_req_used = false;
 	io->restart_wait = false;
+	io->atomic = atomic;
 	init_completion(&io->restart);
 	/* zoned: a write ends its requests before the bio goes on */
 	io->write_inline = cc->write_inline && bio_data_dir(bio) == WRITE;

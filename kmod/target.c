@@ -128,6 +128,7 @@ static int lbs_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	r = lbs_integrity_ctr(ti, cc);
 	if (r)
 		goto bad;
+	lbs_atomic_ctr(cc);
 	r = lbs_io_init(ti, cc);
 	if (r)
 		goto bad;

@@ -30,15 +30,8 @@ if ! out=$(modprobe scsi_debug atomic_wr=1 dev_size_mb=32 atomic_wr_max_length=2
 	fail "modprobe scsi_debug atomic_wr=1 failed: $out (the rig's kernels need CONFIG_SCSI_DEBUG=m)"
 fi
 modprobe sd_mod 2>/dev/null || true	# built in, or a module scsi_debug does not pull in
-disk=""
-for _ in $(seq 100); do
-	for b in /sys/block/sd*; do
-		[ -e "$b/device/model" ] && grep -q scsi_debug "$b/device/model" && disk=${b##*/}
-	done
-	[ -z "$disk" ] || [ ! -b "/dev/$disk" ] || break
-	sleep 0.1
-done
-if [ -z "$disk" ] || [ ! -b "/dev/$disk" ]; then fail "scsi_debug made no disk"; fi
+scsi_debug_disk
+disk=$SD_DISK
 dev=/dev/$disk
 len=$(blockdev --getsz "$dev")
 q=/sys/block/$disk/queue

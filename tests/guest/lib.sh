@@ -185,6 +185,21 @@ cryptd_spec() {
 	done
 }
 
+# scsi_debug_disk: wait up to 10 s for the disk of a scsi_debug just loaded and
+# set SD_DISK to its name (sdX); fail the test when none appears.
+scsi_debug_disk() {
+	local b
+	SD_DISK=""
+	for _ in $(seq 100); do
+		for b in /sys/block/sd*; do
+			[ -e "$b/device/model" ] && grep -q scsi_debug "$b/device/model" && SD_DISK=${b##*/}
+		done
+		[ -z "$SD_DISK" ] || [ ! -b "/dev/$SD_DISK" ] || return 0
+		sleep 0.1
+	done
+	fail "scsi_debug made no disk"
+}
+
 # page_size, and bound: the largest sector_size dm-crypt-lbs accepts here (min(page, 65536)).
 page_size() {
 	getconf PAGESIZE
