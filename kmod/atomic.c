@@ -9,9 +9,9 @@
  * into pieces the device takes as atomic writes: a power of two of whole
  * sectors, aligned to its own size on the disk (so it crosses no atomic
  * boundary), within the device's atomic unit, its boundary and the segments
- * it takes, and within the request cap (io.c).  The block layer fails, never splits,
- * an atomic write that does not fit, so each piece is made to fit before it
- * is sent.
+ * it takes, and within the request cap (io.c).  The block layer fails, never
+ * splits, an atomic write that does not fit, so each piece is made to fit
+ * before it is sent.
  */
 
 #include <linux/bio.h>

@@ -390,11 +390,12 @@ void lbs_bounce_exit(struct lbs_config *cc);
 struct bio *lbs_alloc_bounce(struct lbs_io *io, bio_end_io_t *end_io);
 void lbs_free_bounce(struct lbs_config *cc, struct bio *clone);
 
-/* writer.c */
+/* atomic.c */
 void lbs_atomic_ctr(struct lbs_config *cc);
 unsigned int lbs_atomic_sectors(struct lbs_config *cc, struct bio *bio,
 				sector_t offset);
 
+/* writer.c */
 int lbs_writer_init(struct lbs_config *cc, const char *dev);
 void lbs_writer_exit(struct lbs_config *cc);
 void lbs_queue_write(struct lbs_io *io);
