@@ -36,13 +36,8 @@ limit=${LBS_CSTEST_LIMIT:-900}
 modprobe loop max_loop=16 2>/dev/null || true
 # sd_mod: a disk for the scsi_debug host compat-test loads (no udev here to load it)
 for m in dm-integrity dm-verity sd_mod; do modprobe "$m" 2>/dev/null || true; done
-# A kernel built without scsi_debug gets it from the host (qemu/lib/scsi-debug),
-# where compat-test's own modprobe finds it.
-if [ -f /lbs/files/scsi_debug.ko ]; then
-	mkdir -p "/lib/modules/$(uname -r)/extra"
-	cp /lbs/files/scsi_debug.ko "/lib/modules/$(uname -r)/extra/"
-	depmod -a || fail "depmod after adding scsi_debug.ko failed"
-fi
+# scsi_debug from the host where the kernel lacks it, for compat-test's modprobe
+bash "$(dirname "$0")/scsi-debug-module.sh"
 printf 'cryptsetup-upstream: %s; crypt is %s; tests from %s\n' \
 	"$(cryptsetup --version)" "$(target_version crypt)" "${tarball##*/}"
 
