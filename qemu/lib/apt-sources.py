@@ -12,10 +12,12 @@ machine's kbuild tools and fio's source. The security suite is added on
 deb.debian.org when the machine has none: the pinned kernels live there.
 
 Debian's unstable suite is added for the packages of UNSTABLE alone: the source
-of the Linux 7.2 kernels the rig builds (bookworm has no 7.2). It comes from the
+of the Linux 7.2 kernels the rig builds (bookworm has no 7.2), and the source of
+sparse (bookworm's 0.6.4 is too old for 7.2's checker-valid.sh; unstable's
+binary needs a newer glibc, so qemu/lib/sparse builds it). It comes from the
 machine's own unstable (or sid) entry when it has one, else from the mirror of
-its bookworm entry, with that entry's key; `deb` only, and the build machine's
-architecture only. `--preferences` prints the apt pin that keeps everything else
+its bookworm entry, with that entry's key; binary packages of the build
+machine's architecture only. `--preferences` prints the apt pin that keeps everything else
 from coming from there: any other package of unstable has priority -1, so no
 resolution (a rootfs closure, say) can take it.
 
@@ -157,9 +159,10 @@ def main(argv):
             print(f"Signed-By: {signed_by}")
         print()
     # unstable: where the machine has it, else on the mirror bookworm comes from,
-    # with that entry's key; binary packages of one architecture only
+    # with that entry's key; binary packages of one architecture only, and
+    # sources (every source fetch names its version: qemu/lib/sparse, fio, ...)
     uri, signed_by = unstable or next((u, s) for u, suite, s in kept if suite == "bookworm")
-    print("Types: deb")
+    print("Types: deb deb-src")
     print(f"URIs: {uri}")
     print("Suites: unstable")
     print(f"Architectures: {host_arch()}")
