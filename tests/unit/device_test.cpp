@@ -167,7 +167,7 @@ TEST_CASE("sysfs: a disk's queue, a partition's disk and start, a kernel before 
   CHECK(disk->atomic_unit_max == 1048576);
   CHECK(disk->atomic_max == 2097152);
   CHECK(disk->atomic_boundary == 0);
-  CHECK(disk->segment_bytes == 128U * 4096);  // a page per segment
+  CHECK(disk->segment_bytes == 128ULL * 4096);  // a page per segment
   CHECK(disk->start == 0);
   CHECK_FALSE(disk->zoned);
 
@@ -175,7 +175,7 @@ TEST_CASE("sysfs: a disk's queue, a partition's disk and start, a kernel before 
   REQUIRE(partition.has_value());
   CHECK(partition->physical_block == 512);
   CHECK(partition->atomic_unit_max == 1048576);
-  CHECK(partition->segment_bytes == 128U * 65536);
+  CHECK(partition->segment_bytes == 128ULL * 65536);
   CHECK(partition->start == 63);
 
   // a kernel before 6.11 has no atomic_write_* files: no atomic writes
