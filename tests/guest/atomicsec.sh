@@ -12,8 +12,13 @@
 # file written and synced through it. Then a 1 MiB write to a mapping that starts 8
 # blocks into the disk (pieces aligned on the disk, not in the mapping), and a
 # disk without atomic writes (plain WRITEs, the data reads back). Before 6.11,
-# no write is atomic and the test says so. Needs `--module lbscrypt` or `both` (ours as
-# crypt_lbs or crypt) and scsi_debug.
+# no write is atomic and the test says so. The tool agrees (lbscrypt check
+# --device, status): no torn-sector warning over the disk with atomic writes at
+# the largest size, the one-line warning with the disk's physical block and
+# atomic unit over the disk without (and before 6.11 over both); and over a
+# partition that starts off a sector boundary of the disk, whose writes are plain,
+# the warning names the mapping's start. Needs `--module
+# lbscrypt` or `both` (ours as crypt_lbs or crypt), scsi_debug and lbscrypt.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -29,6 +34,7 @@ unload_sd() {
 on_exit unload_sd
 on_exit umount /mnt 2>/dev/null
 on_exit dm_remove lbs-at
+command -v lbscrypt >/dev/null || fail "no lbscrypt in the guest (build it: make -f tools/tools.mk tools-arm64)"
 
 if ! out=$(modprobe scsi_debug atomic_wr=1 dev_size_mb=48 atomic_wr_max_length=2048 \
 	atomic_wr_max_length_bndry=2048 atomic_wr_max_bndry=2048 2>&1); then
@@ -79,6 +85,40 @@ check() {
 	fi
 }
 
+# tool_says DISK SS WANT: lbscrypt's word on lbs-at (over /dev/DISK at SS) and on
+# `check --device /dev/DISK --sector-size SS`. WANT "none": no warning; "tear":
+# one line on stderr naming the sector, the disk, its physical block and its
+# atomic unit (read here from sysfs; 0 where there are none), and stdout as
+# without --device
+tool_says() {
+	local disk=$1 ss=$2 want=$3 q=/sys/block/$1/queue unit expect out err plain what
+	unit=$(cat "$q/atomic_write_unit_max_bytes" 2>/dev/null || echo 0)
+	[ "$(cat "$q/atomic_write_unit_min_bytes" 2>/dev/null || echo 0)" != 0 ] || unit=0
+	expect="lbscrypt: warning: a power failure can tear a $ss-byte sector on /dev/$disk: its physical block is $(cat "$q/physical_block_size") bytes and it writes at most $unit bytes atomically (Documentation/dm-crypt-lbs.rst, \"Torn writes\")"
+	[ "$want" = tear ] || expect=''
+	plain=$(lbscrypt check --target "$target" --sector-size "$ss") ||
+		fail "lbscrypt check --sector-size $ss failed: $plain"
+	for what in check status; do
+		if [ "$what" = check ]; then
+			out=$(lbscrypt check --target "$target" --sector-size "$ss" --device "/dev/$disk" 2>/tmp/at.err) ||
+				fail "lbscrypt check --device /dev/$disk --sector-size $ss failed: $(cat /tmp/at.err)"
+			[ "$out" = "$plain" ] || fail "lbscrypt check --device changed standard output: $out"
+		else
+			out=$(lbscrypt status --target "$target" lbs-at 2>/tmp/at.err) ||
+				fail "lbscrypt status lbs-at failed: $(cat /tmp/at.err)"
+			! grep -q -e tear -e warning <<<"$out" || fail "lbscrypt status printed the warning on standard output: $out"
+		fi
+		err=$(cat /tmp/at.err)
+		[ "$err" = "$expect" ] ||
+			fail "lbscrypt $what over /dev/$disk at $ss: standard error is '$err', expected '${expect:-nothing}'"
+	done
+	if [ "$want" = tear ]; then
+		ok "lbscrypt check --device and status over /dev/$disk at $ss warn: $err"
+	else
+		ok "lbscrypt check --device and status over /dev/$disk at $ss: no warning (it writes up to $unit bytes atomically)"
+	fi
+}
+
 # put_at SS OFFSET COUNT: one write of COUNT encryption sectors at sector OFFSET
 put_at() {
 	dd if=/tmp/at.data of=/dev/mapper/lbs-at bs=$(($1 * $3)) seek=$(($1 * $2)) count=1 \
@@ -97,11 +137,14 @@ for ss in $sizes; do
 	lines=$(writes put_at "$ss" 0 1)
 	if [ "$has_atomic" = 0 ]; then
 		check "$(uname -r), no REQ_ATOMIC: one sector at $ss" "$ss" plain "$lines"
+		[ "$ss" -le "$(cat "/sys/block/$disk/queue/physical_block_size")" ] ||
+			tool_says "$disk" "$ss" tear
 		dmsetup remove lbs-at
 		ok "the kernel has no atomic writes (before 6.11): every write goes down as a plain write"
 		exit 0
 	fi
 	check "one sector at $ss" "$ss" atomic "$lines"
+	[ "$ss" != "$(bound)" ] || tool_says "$disk" "$ss" none
 	check "three sectors at $ss, one sector in" "$ss" atomic "$(writes put_at "$ss" 1 3)"
 	check "a whole request at $ss (1 MiB)" "$ss" atomic "$(writes dd if=/tmp/at.data of=/dev/mapper/lbs-at bs=1M count=1 oflag=direct conv=fsync status=none)"
 	if [ "$ss" = "$(bound)" ]; then
@@ -123,6 +166,42 @@ dmsetup create lbs-at --table "0 $((len - 256)) $target aes-xts-plain64 $key 0 $
 check "a 1 MiB write to a mapping 8 blocks into the disk at 4096" 4096 atomic "$(writes put_at 4096 0 256)"
 dmsetup remove lbs-at
 
+# a partition that starts 1 MiB + 4 KiB into the disk, at the largest size: the
+# mapping's start on the disk is off a sector boundary (dm itself refuses a
+# table offset that is), so no atomic writes, and lbscrypt check --device and
+# status say a sector can tear there, and why. The MBR is written here (the
+# guest has no sfdisk).
+le32() {
+	printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 & 255)) $(($1 >> 8 & 255)) $(($1 >> 16 & 255)) $(($1 >> 24 & 255))
+}
+ss=$(bound)
+if [ "$ss" -gt 4096 ]; then
+	part_start=2056
+	part_len=$(((len - part_start) / 128 * 128))
+	dd if=/dev/zero of="$dev" bs=512 count=1 conv=fsync status=none
+	printf '%b' "\\x00\\x00\\x02\\x00\\x83\\x00\\x00\\x00$(le32 "$part_start")$(le32 "$part_len")" |
+		dd of="$dev" bs=1 seek=446 conv=notrunc,fsync status=none
+	printf '%b' '\x55\xaa' | dd of="$dev" bs=1 seek=510 conv=notrunc,fsync status=none
+	blockdev --rereadpt "$dev"
+	for _ in $(seq 50); do [ -b "${dev}1" ] || sleep 0.1; done
+	[ -b "${dev}1" ] || fail "no ${dev}1 after writing a partition table"
+	[ "$(cat "/sys/block/$disk/${disk}1/start")" = "$part_start" ] ||
+		fail "${dev}1 starts at sector $(cat "/sys/block/$disk/${disk}1/start"), not $part_start"
+	dmsetup create lbs-at --table "0 $part_len $target aes-xts-plain64 $key 0 ${dev}1 0 1 sector_size:$ss" ||
+		fail "$target at $ss over ${dev}1 refused: $(ti_error)"
+	check "one sector over a partition $part_start sectors into the disk at $ss (off a sector boundary)" "$ss" plain "$(writes put_at "$ss" 0 1)"
+	for what in "check --sector-size $ss --device ${dev}1" "status lbs-at"; do
+		# shellcheck disable=SC2086 # $what is the command's words
+		err=$(lbscrypt $what --target "$target" 2>&1 >/dev/null) || fail "lbscrypt $what failed: $err"
+		case $err in
+		*"can tear a $ss-byte sector on ${dev}1: "*", but the mapping starts at byte $((part_start * 512)) of the disk, not a multiple of $ss ("*) ;;
+		*) fail "lbscrypt $what: no warning naming the mapping's start on the disk: '$err'" ;;
+		esac
+	done
+	ok "lbscrypt check --device and status over a partition $part_start sectors in at $ss warn: $err"
+	dmsetup remove lbs-at
+fi
+
 # a disk without atomic writes: plain writes, and the data reads back
 rmmod scsi_debug
 modprobe scsi_debug dev_size_mb=48 || fail "modprobe scsi_debug (no atomic writes) failed"
@@ -132,6 +211,7 @@ ss=$(bound)
 dmsetup create lbs-at --table "0 $len $target aes-xts-plain64 $key 0 /dev/$disk 0 1 sector_size:$ss" ||
 	fail "$target at $ss over a disk without atomic writes refused: $(ti_error)"
 check "three sectors at $ss on a disk without atomic writes" "$ss" plain "$(writes put_at "$ss" 0 3)"
+tool_says "$disk" "$ss" tear
 got=$(dd if=/dev/mapper/lbs-at bs="$ss" count=3 iflag=direct status=none | sha256sum | cut -d' ' -f1)
 want=$(head -c $((3 * ss)) /tmp/at.data | sha256sum | cut -d' ' -f1)
 [ "$got" = "$want" ] || fail "the mapping over a disk without atomic writes does not read back what was written"

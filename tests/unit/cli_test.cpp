@@ -63,6 +63,9 @@ class DevicesRef final : public lbscrypt::BlockDevices {
   std::optional<std::string> loop_backing_file(const std::string &d) override {
     return fake_.loop_backing_file(d);
   }
+  std::optional<lbscrypt::WriteGeometry> write_geometry(const std::string &d) override {
+    return fake_.write_geometry(d);
+  }
 
  private:
   FakeBlockDevices &fake_;
@@ -726,4 +729,126 @@ TEST_CASE("cli generate-units: no lbscrypttab is no error, a bad line is", "[cli
   text << unit.rdbuf();
   CHECK_THAT(text.str(), Catch::Contains("ExecStart=/usr/sbin/lbscrypt attach 'ok'"));
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+const std::string kTornSdb =
+    "lbscrypt: warning: a power failure can tear a 65536-byte sector on /dev/sdb: its physical "
+    "block is 4096 bytes and it writes at most 0 bytes atomically "
+    "(Documentation/dm-crypt-lbs.rst, \"Torn writes\")\n";
+
+// /dev/sdb: 4096-byte physical blocks, no atomic writes; /dev/sdc: 4096-byte blocks that
+// writes 4 KiB to 1 MiB atomically.
+void add_disks(Cli &cli) {
+  cli.devices.sizes["/dev/sdb"] = 64ULL * 1024 * 1024;
+  cli.devices.sizes["/dev/sdc"] = 64ULL * 1024 * 1024;
+  lbscrypt::WriteGeometry plain;
+  plain.physical_block = 4096;
+  cli.devices.geometries["/dev/sdb"] = plain;
+  lbscrypt::WriteGeometry atomic = plain;
+  atomic.atomic_unit_min = 4096;
+  atomic.atomic_unit_max = 1048576;
+  atomic.atomic_max = 1048576;
+  cli.devices.geometries["/dev/sdc"] = atomic;
+}
+
+}  // namespace
+
+TEST_CASE("cli check --device: the torn-sector warning on stderr only, stdout as without it",
+          "[cli][torn]") {
+  Cli cli;
+  add_disks(cli);
+  REQUIRE(cli.run({"check", "--sector-size", "65536"}) == 0);
+  const std::string report = cli.out.str();
+  CHECK(cli.err.str().empty());
+
+  REQUIRE(cli.run({"check", "--sector-size", "65536", "--device", "/dev/sdb"}) == 0);
+  CHECK(cli.out.str() == report);
+  CHECK(cli.err.str() == kTornSdb);
+  // without --sector-size: the largest plain size here (the fake kernel's 65536)
+  REQUIRE(cli.run({"check", "--device", "/dev/sdb"}) == 0);
+  CHECK(cli.err.str() == kTornSdb);
+  // JSON is unchanged; the warning stays on stderr
+  REQUIRE(cli.run({"check", "--json", "--sector-size", "65536"}) == 0);
+  const std::string json = cli.out.str();
+  REQUIRE(cli.run({"check", "--json", "--sector-size", "65536", "--device", "/dev/sdb"}) == 0);
+  CHECK(cli.out.str() == json);
+  CHECK(cli.err.str() == kTornSdb);
+
+  // no warning: 4096 on 4096, LUKS's largest (4096), or a device that writes 64K atomically
+  REQUIRE(cli.run({"check", "--sector-size", "4096", "--device", "/dev/sdb"}) == 0);
+  CHECK(cli.err.str().empty());
+  REQUIRE(cli.run({"check", "--type", "luks", "--device", "/dev/sdb"}) == 0);
+  CHECK(cli.err.str().empty());
+  REQUIRE(cli.run({"check", "--sector-size", "65536", "--device", "/dev/sdc"}) == 0);
+  CHECK(cli.err.str().empty());
+  // a size that is refused gets its refusal, not a warning about tearing
+  cli.kernel.version = lbscrypt::TargetVersion{1, 28, 0};
+  CHECK(cli.run({"check", "--sector-size", "65536", "--device", "/dev/sdb"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str().empty());
+}
+
+TEST_CASE("cli check --device: -q drops the warning, and a device that is not one is refused",
+          "[cli][torn]") {
+  Cli cli;
+  add_disks(cli);
+  REQUIRE(cli.run({"check", "-q", "--sector-size", "65536", "--device", "/dev/sdb"}) == 0);
+  CHECK(cli.err.str().empty());
+  CHECK_THAT(cli.out.str(), Catch::Contains("sector size 65536 (plain):     loads"));
+
+  CHECK(cli.run({"check", "--device", "/dev/nothing"}) == lbscrypt::cli::kExitDevice);
+  CHECK(cli.err.str() == "lbscrypt: Device /dev/nothing does not exist\n");
+  CHECK(cli.out.str().empty());
+  cli.devices.regular_files["/srv/disk.img"] = true;
+  CHECK(cli.run({"check", "--device", "/srv/disk.img"}) == lbscrypt::cli::kExitDevice);
+  CHECK(cli.err.str() ==
+        "lbscrypt: --device /srv/disk.img is a regular file, not a block device: name the block "
+        "device a mapping would sit on\n");
+}
+
+TEST_CASE("cli open and status: the torn-sector warning on stderr, stdout unchanged",
+          "[cli][torn]") {
+  Cli cli;
+  add_disks(cli);
+  REQUIRE(cli.run({"open", "--sector-size", "65536", "-d", kKeyFile, "/dev/sdb", "big"}) == 0);
+  CHECK(cli.out.str() == "big: /dev/mapper/big (/dev/dm-0), 131072 sectors, sector size 65536\n");
+  CHECK(cli.err.str() == kTornSdb);
+  // opened already as asked: the same warning after the note
+  REQUIRE(cli.run({"open", "--sector-size", "65536", "/dev/sdb", "big"}) == 0);
+  CHECK(cli.err.str() == kTornSdb + "lbscrypt: big is already active as requested; nothing done\n");
+
+  REQUIRE(cli.run({"status", "big"}) == 0);
+  CHECK(cli.err.str() == kTornSdb);
+  CHECK(cli.out.str().find("tear") == std::string::npos);
+  CHECK(cli.out.str().find("warning") == std::string::npos);
+  REQUIRE(cli.run({"status", "--json", "big"}) == 0);
+  CHECK(cli.err.str() == kTornSdb);
+  CHECK_FALSE(nlohmann::json::parse(cli.out.str()).contains("warning"));
+  REQUIRE(cli.run({"-q", "status", "big"}) == 0);
+  CHECK(cli.err.str().empty());
+  REQUIRE(cli.run({"close", "big"}) == 0);
+
+  // -q on open; 4096 on the same disk; 64K on a disk that writes it atomically: no warning
+  REQUIRE(cli.run({"open", "-q", "--sector-size", "65536", "-d", kKeyFile, "/dev/sdb", "q"}) == 0);
+  CHECK(cli.err.str().empty());
+  REQUIRE(cli.run({"open", "--sector-size", "4096", "-d", kKeyFile, "/dev/sdb", "small"}) == 0);
+  CHECK(cli.err.str().empty());
+  REQUIRE(cli.run({"status", "small"}) == 0);
+  CHECK(cli.err.str().empty());
+  REQUIRE(cli.run({"open", "--sector-size", "65536", "-d", kKeyFile, "/dev/sdc", "at"}) == 0);
+  CHECK(cli.err.str().empty());
+  // ... unless the mapping starts off a sector boundary of the disk (a table dmsetup loaded)
+  REQUIRE(cli.run({"status", "at"}) == 0);
+  CHECK(cli.err.str().empty());
+  cli.kernel.mappings.at("at").line.params = lbscrypt::SecretBuffer();
+  cli.kernel.mappings.at("at").line.params.append("aes-xts-plain64 " + kKeyHex +
+                                                  " 0 /dev/sdc 8 1 sector_size:65536");
+  REQUIRE(cli.run({"status", "at"}) == 0);
+  CHECK(cli.err.str() ==
+        "lbscrypt: warning: a power failure can tear a 65536-byte sector on /dev/sdc: its "
+        "physical block is 4096 bytes and it writes at most 1048576 bytes atomically, but the "
+        "mapping starts at byte 4096 of the disk, not a multiple of 65536 "
+        "(Documentation/dm-crypt-lbs.rst, \"Torn writes\")\n");
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "lbscrypt/device.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -98,9 +99,8 @@ TEST_CASE("what a path is, from stat", "[device]") {
 }
 
 TEST_CASE("holders come from sysfs: mappings by their dm name, others by theirs", "[device]") {
-  char root[] = "/tmp/lbscrypt-sysfs-XXXXXX";
-  REQUIRE(mkdtemp(root) != nullptr);
-  const std::filesystem::path sysfs(root);
+  const lbscrypt::test::TempDir dir;
+  const std::filesystem::path &sysfs = dir.path;
   const auto holders = sysfs / "dev" / "block" / "8:1" / "holders";
   std::filesystem::create_directories(holders / "dm-3" / "dm");
   std::ofstream(holders / "dm-3" / "dm" / "name") << "data\n";
@@ -111,7 +111,6 @@ TEST_CASE("holders come from sysfs: mappings by their dm name, others by theirs"
         std::vector<std::string>{"device-mapper mapping data (dm-3)", "md0"});
   CHECK(lbscrypt::block_device_holders(sysfs, 8, 2).empty());  // free
   CHECK(lbscrypt::block_device_holders(sysfs, 8, 3).empty());  // not known
-  std::filesystem::remove_all(sysfs);
 }
 
 TEST_CASE("only a block device can be in use", "[device]") {
@@ -119,4 +118,78 @@ TEST_CASE("only a block device can be in use", "[device]") {
   const auto devices = lbscrypt::make_system_block_devices();
   CHECK_FALSE(devices->user_of(image.path()).has_value());
   CHECK_FALSE(devices->user_of("/nonexistent/lbscrypt-dev").has_value());
+}
+
+namespace {
+
+// A sysfs tree in a temporary directory.
+class FakeSysfs {
+ public:
+  [[nodiscard]] const std::filesystem::path &root() const { return dir_.path; }
+  // Writes `text` to the file at `relative`, making its directories.
+  void put(const std::string &relative, const std::string &text) const {
+    const auto file = root() / relative;
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << text << '\n';
+  }
+  // /sys/dev/block/MAJ:MIN, a link to the device's directory, as the kernel makes it.
+  void link(const std::string &major_minor, const std::string &device_dir) const {
+    std::filesystem::create_directories(root() / "dev" / "block");
+    std::filesystem::create_directory_symlink(root() / device_dir,
+                                              root() / "dev" / "block" / major_minor);
+  }
+
+ private:
+  lbscrypt::test::TempDir dir_;
+};
+
+}  // namespace
+
+TEST_CASE("sysfs: a disk's queue, a partition's disk and start, a kernel before 6.11", "[device]") {
+  const FakeSysfs sysfs;
+  const std::string queue = "devices/sdb/queue/";
+  sysfs.put(queue + "physical_block_size", "512");
+  sysfs.put(queue + "atomic_write_unit_min_bytes", "4096");
+  sysfs.put(queue + "atomic_write_unit_max_bytes", "1048576");
+  sysfs.put(queue + "atomic_write_max_bytes", "2097152");
+  sysfs.put(queue + "atomic_write_boundary_bytes", "0");
+  sysfs.put(queue + "max_segments", "128");
+  sysfs.put(queue + "max_segment_size", "65536");
+  sysfs.put(queue + "zoned", "none");
+  sysfs.put("devices/sdb/sdb1/start", "63");
+  sysfs.link("8:16", "devices/sdb");
+  sysfs.link("8:17", "devices/sdb/sdb1");
+
+  const auto disk = lbscrypt::read_write_geometry(sysfs.root(), 8, 16, 4096);
+  REQUIRE(disk.has_value());
+  CHECK(disk->physical_block == 512);
+  CHECK(disk->atomic_unit_min == 4096);
+  CHECK(disk->atomic_unit_max == 1048576);
+  CHECK(disk->atomic_max == 2097152);
+  CHECK(disk->atomic_boundary == 0);
+  CHECK(disk->segment_bytes == 128ULL * 4096);  // a page per segment
+  CHECK(disk->start == 0);
+  CHECK_FALSE(disk->zoned);
+
+  const auto partition = lbscrypt::read_write_geometry(sysfs.root(), 8, 17, 65536);
+  REQUIRE(partition.has_value());
+  CHECK(partition->physical_block == 512);
+  CHECK(partition->atomic_unit_max == 1048576);
+  CHECK(partition->segment_bytes == 128ULL * 65536);
+  CHECK(partition->start == 63);
+
+  // a kernel before 6.11 has no atomic_write_* files: no atomic writes
+  sysfs.put("devices/sdc/queue/physical_block_size", "4096");
+  sysfs.put("devices/sdc/queue/zoned", "host-managed");
+  sysfs.link("8:32", "devices/sdc");
+  const auto old = lbscrypt::read_write_geometry(sysfs.root(), 8, 32, 4096);
+  REQUIRE(old.has_value());
+  CHECK(old->physical_block == 4096);
+  CHECK(old->atomic_unit_min == 0);
+  CHECK(old->atomic_unit_max == 0);
+  CHECK(old->segment_bytes == 0);
+  CHECK(old->zoned);
+
+  // a device sysfs does not know
+  CHECK_FALSE(lbscrypt::read_write_geometry(sysfs.root(), 9, 9, 4096).has_value());
 }

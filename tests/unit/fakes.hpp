@@ -201,6 +201,12 @@ class FakeBlockDevices final : public BlockDevices {
     const auto it = loops.find(device);
     return it == loops.end() ? std::nullopt : std::optional(it->second);
   }
+  // What sysfs tells of a device's writes; a device not here is unknown to it.
+  std::map<std::string, WriteGeometry, std::less<>> geometries;
+  std::optional<WriteGeometry> write_geometry(const std::string &device) override {
+    const auto it = geometries.find(device);
+    return it == geometries.end() ? std::nullopt : std::optional(it->second);
+  }
 };
 
 }  // namespace lbscrypt::test

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "lbscrypt/units.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 
@@ -35,22 +36,7 @@ std::map<std::string, std::string> tree(const fs::path &root) {
   return entries;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "lbscrypt-units-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  TempDir(const TempDir &) = delete;
-  TempDir &operator=(const TempDir &) = delete;
-  TempDir(TempDir &&) = delete;
-  TempDir &operator=(TempDir &&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using lbscrypt::test::TempDir;
 
 const lbscrypt::GeneratorSettings kSettings{"/usr/sbin/lbscrypt", "/etc/lbscrypttab"};
 

@@ -28,6 +28,22 @@ enum class PathKind { missing, block_device, regular_file, directory, character_
 // "a block device", "a directory", ... for messages.
 [[nodiscard]] std::string_view describe(PathKind kind);
 
+// What a block device tells of the writes it makes whole, in bytes, from its queue in sysfs
+// (a partition's are its disk's). The atomic limits are 0 where the device or the kernel
+// (before 6.11, whose sysfs has no such files) has no atomic writes.
+struct WriteGeometry {
+  std::uint64_t physical_block = 0;   // queue/physical_block_size
+  std::uint64_t atomic_unit_min = 0;  // queue/atomic_write_unit_min_bytes
+  std::uint64_t atomic_unit_max = 0;  // queue/atomic_write_unit_max_bytes
+  std::uint64_t atomic_max = 0;       // queue/atomic_write_max_bytes
+  std::uint64_t atomic_boundary = 0;  // queue/atomic_write_boundary_bytes; 0: none
+  // What one write's segments hold of the bounce pages it is made of: max_segments times
+  // the smaller of a page and max_segment_size. 0: not known (no limit is assumed).
+  std::uint64_t segment_bytes = 0;
+  std::uint64_t start = 0;  // a partition's first 512-byte sector on its disk; 0 for a disk
+  bool zoned = false;       // queue/zoned is not "none"
+};
+
 class BlockDevices {
  public:
   BlockDevices() = default;
@@ -56,9 +72,21 @@ class BlockDevices {
   [[nodiscard]] virtual std::optional<std::string> user_of(const std::string &path) = 0;
   // The file behind /dev/loopN, when the device is a loop device with one.
   [[nodiscard]] virtual std::optional<std::string> loop_backing_file(const std::string &device) = 0;
+  // The write geometry of a block device, named by path or as "MAJOR:MINOR"; nullopt when
+  // it is not a block device or sysfs does not know it.
+  [[nodiscard]] virtual std::optional<WriteGeometry> write_geometry(const std::string &device) = 0;
 };
 
 [[nodiscard]] std::unique_ptr<BlockDevices> make_system_block_devices();
+
+// The write geometry of block device MAJOR:MINOR under `sysfs` (normally /sys), read from
+// <sysfs>/dev/block/MAJOR:MINOR: its queue/ (a partition's, which has a start file, is its
+// disk's, one directory up) and a partition's start. `page_size` is the bounce page
+// segment_bytes counts in. nullopt when there is no physical_block_size to read.
+[[nodiscard]] std::optional<WriteGeometry> read_write_geometry(const std::filesystem::path &sysfs,
+                                                               std::uint32_t major,
+                                                               std::uint32_t minor,
+                                                               std::uint64_t page_size);
 
 // The holders of block device MAJOR:MINOR under `sysfs` (normally /sys): one entry per
 // <sysfs>/dev/block/MAJOR:MINOR/holders/<dev>, "device-mapper mapping NAME (dm-N)" where the

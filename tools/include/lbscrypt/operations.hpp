@@ -70,15 +70,23 @@ struct CheckReport {
   std::optional<std::uint64_t> sector_size;
   MappingType type = MappingType::plain;
   std::optional<Error> refusal;  // set when sector_size would not load
+  // With a device: the one-line warning (torn.hpp) when a power failure can tear a sector of
+  // a mapping at its start, at sector_size, or without one at the largest size of `type`.
+  // None when that size is refused.
+  std::optional<std::string> torn_warning;
 };
 
+// What this kernel allows, and whether `sector_size` would load. `device` (check --device)
+// must be a block device (Errc::device otherwise, naming what it is).
 [[nodiscard]] Result<CheckReport> check(const Environment &env,
-                                        std::optional<std::uint64_t> sector_size, MappingType type);
+                                        std::optional<std::uint64_t> sector_size, MappingType type,
+                                        const std::optional<std::string> &device = std::nullopt);
 
 struct OpenResult {
   DeviceInfo device;
   CryptTable table;
-  std::optional<std::string> loop_file;  // the regular file behind the loop device attached
+  std::optional<std::string> loop_file;     // the regular file behind the loop device attached
+  std::optional<std::string> torn_warning;  // when a power failure can tear a sector (torn.hpp)
 };
 
 // Errc::busy, naming the holder, when `device` is held by a device-mapper mapping, another
@@ -124,6 +132,7 @@ struct StatusReport {
   std::uint32_t sector_size = 512;
   std::uint32_t key_bits = 0;
   std::optional<TargetVersion> target_version;
+  std::optional<std::string> torn_warning;  // when a power failure can tear a sector (torn.hpp)
 };
 
 // Errc::not_found when there is no such mapping.

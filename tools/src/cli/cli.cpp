@@ -20,6 +20,7 @@
 #include "lbscrypt/numbers.hpp"
 #include "lbscrypt/operations.hpp"
 #include "lbscrypt/table.hpp"
+#include "lbscrypt/torn.hpp"
 #include "lbscrypt/version.hpp"
 #include "matrix_cmd.hpp"
 #include "output.hpp"
@@ -56,6 +57,7 @@ struct Options {
   std::string target_type = "crypt";
   std::string name;
   std::optional<std::uint64_t> check_sector_size;
+  std::optional<std::string> check_device;
   BenchmarkRequest benchmark;
   bool json = false;
   bool read_only = false;
@@ -82,6 +84,7 @@ struct Parsed {
   CLI::Option *assume_version = nullptr;
   CLI::Option *assume_page_size = nullptr;
   CLI::Option *check_sector_size = nullptr;
+  CLI::Option *check_device = nullptr;
   CLI::Option *timeout = nullptr;
   CLI::Option *bytes = nullptr;
   CLI::Option *driver = nullptr;
@@ -220,6 +223,9 @@ Result<void> settle(Options &o, const Parsed &p) {
   if (!given(p.key_file)) {
     o.key.key_file.reset();
   }
+  if (!given(p.check_device)) {
+    o.check_device.reset();
+  }
   o.key.cipher_given = given(p.cipher);
   o.key.key_size_given = given(p.key_size);
   o.key.quiet = o.quiet;
@@ -313,6 +319,14 @@ int fail(std::ostream &err, const Error &error) {
 // /dev/mapper/NAME.
 std::string status_path(const std::string &argument) {
   return argument.find('/') != std::string::npos ? argument : "/dev/mapper/" + argument;
+}
+
+// The warning that a power failure can tear a sector: standard error, unless -q (the tool's
+// -q drops warnings and notes).
+void warn_torn(std::ostream &err, const Options &o, const std::optional<std::string> &warning) {
+  if (warning && !o.quiet) {
+    print_error(err, *warning);
+  }
 }
 
 // "Command successful." is chatter: standard error, so a command's standard output stays
@@ -512,6 +526,9 @@ void add_commands(CLI::App &app, Commands &c) {
   c.check->set_help_flag("--help");
   c.check_p.check_sector_size = c.check->add_option("--sector-size", o.numbers.check_sector_size,
                                                     "Sector size to try, bytes");
+  c.check_p.check_device = c.check->add_option(
+      "--device", o.check_device.emplace(),
+      "Block device a mapping would sit on: warn when a power failure can tear a sector there");
   c.check->add_option("--type", o.type, "plain or luks")->capture_default_str();
   c.check->add_flag("--json", o.json, "JSON output");
   add_environment_options(*c.check, o, c.check_p);
@@ -619,6 +636,7 @@ int open_command(const Options &o, const Environment &env, const Services &servi
     same.device = **active;
     same.table = std::move(table).value();
     print_opened(out, same);
+    warn_torn(err, o, torn_sector_warning(place_of(same.table), env));
     if (!o.quiet) {
       print_error(err, fmt::format("{} is already active as requested; nothing done", name));
     }
@@ -638,6 +656,7 @@ int open_command(const Options &o, const Environment &env, const Services &servi
     return fail(err, opened.error());
   }
   print_opened(out, *opened);
+  warn_torn(err, o, opened->torn_warning);
   return succeed(err, o);
 }
 
@@ -652,16 +671,18 @@ int status_command(const Options &o, const Environment &env, std::ostream &out, 
     return fail(err, report.error());
   }
   print_status(out, *report, status_path(o.name), o.target_type, o.json);
+  warn_torn(err, o, report->torn_warning);
   return succeed(err, o);
 }
 
 int check_command(const Options &o, MappingType type, const Environment &env, std::ostream &out,
                   std::ostream &err) {
-  const auto report = check(env, o.check_sector_size, type);
+  const auto report = check(env, o.check_sector_size, type, o.check_device);
   if (!report) {
     return fail(err, report.error());
   }
   print_check(out, *report, o.target_type, o.json);
+  warn_torn(err, o, report->torn_warning);
   return report->refusal ? exit_code(report->refusal->code) : succeed(err, o);
 }
 

@@ -20,6 +20,7 @@
 
 #include "cryptsetup_handle.hpp"
 #include "file_descriptor.hpp"
+#include "lbscrypt/numbers.hpp"
 
 namespace lbscrypt {
 
@@ -210,7 +211,36 @@ class SystemBlockDevices final : public BlockDevices {
     }
     return line;
   }
+
+  std::optional<WriteGeometry> write_geometry(const std::string &device) override {
+    const auto page = sysconf(_SC_PAGESIZE);
+    const std::uint64_t page_size = page > 0 ? static_cast<std::uint64_t>(page) : 0;
+    // the kernel's table names the device as MAJOR:MINOR
+    if (const auto colon = device.find(':'); colon != std::string::npos) {
+      const std::string_view text(device);
+      const auto dev_major = parse_decimal_u32(text.substr(0, colon));
+      const auto dev_minor = parse_decimal_u32(text.substr(colon + 1));
+      if (dev_major && dev_minor) {
+        return read_write_geometry("/sys", *dev_major, *dev_minor, page_size);
+      }
+    }
+    struct stat st {};
+    if (stat(device.c_str(), &st) != 0 || !S_ISBLK(st.st_mode)) {
+      return std::nullopt;
+    }
+    return read_write_geometry("/sys", major(st.st_rdev), minor(st.st_rdev), page_size);
+  }
 };
+
+// The unsigned number a sysfs file holds; nullopt when it is absent or holds none.
+std::optional<std::uint64_t> sysfs_number(const std::filesystem::path &file) {
+  std::ifstream in(file);
+  std::uint64_t value = 0;
+  if (!in || !(in >> value)) {
+    return std::nullopt;
+  }
+  return value;
+}
 
 }  // namespace
 
@@ -249,6 +279,35 @@ std::vector<std::string> block_device_holders(const std::filesystem::path &sysfs
   }
   std::sort(holders.begin(), holders.end());
   return holders;
+}
+
+std::optional<WriteGeometry> read_write_geometry(const std::filesystem::path &sysfs,
+                                                 std::uint32_t major, std::uint32_t minor,
+                                                 std::uint64_t page_size) {
+  const auto dir = sysfs / "dev" / "block" / fmt::format("{}:{}", major, minor);
+  WriteGeometry g;
+  const auto start = sysfs_number(dir / "start");
+  g.start = start.value_or(0);
+  // a partition has no queue of its own: its disk's is one directory up (through the link)
+  const auto queue = start ? dir / ".." / "queue" : dir / "queue";
+  const auto physical = sysfs_number(queue / "physical_block_size");
+  if (!physical) {
+    return std::nullopt;
+  }
+  g.physical_block = *physical;
+  g.atomic_unit_min = sysfs_number(queue / "atomic_write_unit_min_bytes").value_or(0);
+  g.atomic_unit_max = sysfs_number(queue / "atomic_write_unit_max_bytes").value_or(0);
+  g.atomic_max = sysfs_number(queue / "atomic_write_max_bytes").value_or(0);
+  g.atomic_boundary = sysfs_number(queue / "atomic_write_boundary_bytes").value_or(0);
+  const auto segments = sysfs_number(queue / "max_segments");
+  const auto segment_size = sysfs_number(queue / "max_segment_size");
+  if (segments && segment_size && page_size != 0) {
+    g.segment_bytes = *segments * std::min(page_size, *segment_size);
+  }
+  std::ifstream zoned(queue / "zoned");
+  std::string model;
+  g.zoned = zoned && (zoned >> model) && model != "none";
+  return g;
 }
 
 std::unique_ptr<BlockDevices> make_system_block_devices() {

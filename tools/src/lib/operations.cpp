@@ -5,6 +5,7 @@
 
 #include "lbscrypt/cipher.hpp"
 #include "lbscrypt/numbers.hpp"
+#include "lbscrypt/torn.hpp"
 
 #include <filesystem>
 #include <system_error>
@@ -244,7 +245,24 @@ std::string type_from_uuid(std::string_view uuid) {
 }
 
 Result<CheckReport> check(const Environment &env, std::optional<std::uint64_t> sector_size,
-                          MappingType type) {
+                          MappingType type, const std::optional<std::string> &device) {
+  if (device) {
+    if (env.devices == nullptr) {
+      return make_error(Errc::invalid_argument, "--device needs the block devices to look at");
+    }
+    const auto kind = env.devices->path_kind(*device);
+    if (!kind) {
+      return kind.error();
+    }
+    if (*kind != PathKind::block_device) {
+      return make_error(Errc::device,
+                        *kind == PathKind::missing
+                            ? fmt::format("Device {} does not exist", *device)
+                            : fmt::format("--device {} is {}, not a block device: name the "
+                                          "block device a mapping would sit on",
+                                          *device, describe(*kind)));
+    }
+  }
   const auto known = capabilities(env);
   if (!known) {
     return known.error();
@@ -262,6 +280,13 @@ Result<CheckReport> check(const Environment &env, std::optional<std::uint64_t> s
     if (const auto verdict = gate(*sector_size, *known, type); !verdict) {
       report.refusal = verdict.error();
     }
+  }
+  if (device && !report.refusal) {
+    MappingPlace place;
+    place.device = *device;
+    place.sector_size =
+        sector_size.value_or(type == MappingType::luks ? report.max_luks : report.max_plain);
+    report.torn_warning = torn_sector_warning(place, env);
   }
   return report;
 }
@@ -326,6 +351,7 @@ Result<OpenResult> open_mapping(const std::string &name, CryptTable table, bool 
   if (lines && lines->size() == 1) {
     const auto loaded = parse_table_params(lines->front().params.view(), 0, table.length);
     if (loaded && expected && loaded->sector_size() && *loaded->sector_size() == *expected) {
+      result.torn_warning = torn_sector_warning(place_of(table), env);
       result.device = *created;
       result.table = std::move(table);
       return result;
@@ -519,6 +545,9 @@ Result<StatusReport> mapping_status(const std::string &name, const Environment &
   if (env.devices != nullptr) {
     report.loop_file = env.devices->loop_backing_file(report.device_path);
   }
+  MappingPlace place = place_of(*table);
+  place.device = report.device_path;
+  report.torn_warning = torn_sector_warning(place, env);
   report.table = std::move(table).value();
   const auto version = env.kernel->target_version(line.type);
   if (version) {
