@@ -28,7 +28,8 @@
 # Bounded by default (LBS_LOGWRITES_OPS operations, 1000; every
 # LBS_LOGWRITES_EVERY-th point checked, 25, and the last; tears after every
 # LBS_LOGWRITES_TEAR_EVERY-th, 60); LBS_LOGWRITES_FULL=1 runs 3000 operations,
-# checks every point and tears after every tenth. Needs `--module both` and ~1 GiB of free memory (tmpfs /tmp).
+# checks every point and tears after every tenth. Needs `--module both`,
+# dm-log-writes and loop devices, and ~1 GiB of memory (a tmpfs of its own).
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
