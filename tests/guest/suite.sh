@@ -41,6 +41,7 @@ default_limit() {
 	teardown) echo 400 ;;                    # 12 cycles under fio with each cipher, ~110 s loaded
 	upstream-tests) echo 300 ;;              # cryptsetup's fvault2 and luks1 tests, ~40 s on arm64-64k
 	torn) echo 300 ;;                        # ~3400 tears, both targets, every size
+	logwrites) echo 360 ;;                   # ~85 s on arm64-64k; LBS_LOGWRITES_FULL=1 ~1800 s, given its own
 	*) echo 120 ;;
 	esac
 }
