@@ -9,7 +9,8 @@ ours kcryptd_lbs_w/N; kworker: the crypt and I/O workers among the rest;
 ksoftirqd; other; idle) the CPU time per MiB moved and the share of all CPUs'
 time; then, per class, how long a woken task waited for a CPU (sched_waking
 to its sched_switch in: median and 90th percentile, in microseconds) and how
-often it was woken per MiB. Nothing is judged: the numbers are for a reader
+often it was woken per MiB; and how many wake-ups (sched_wakeup) put a task on
+a CPU that was running another while some other CPU was idle. Nothing is judged: the numbers are for a reader
 comparing variants (Documentation/performance.rst).
 """
 import re
@@ -42,38 +43,43 @@ def switch_fields(rest):
 
 
 def analyse(lines):
-    """One run's trace: {class: ms}, trace seconds, cpus, {class: [wait us]}, {class: wakeups}."""
+    """One run's trace: {class: ms}, trace seconds, cpus, {class: [wait us]},
+    {class: wakeups}, (misplaced wake-ups, all sched_wakeup events)."""
+    events = [(float(m.group("ts")), int(m.group("cpu")), m.group("ev"), m.group("rest"))
+              for m in map(LINE.match, lines) if m]
+    if not events:
+        raise ValueError("no trace line")
+    cpus = {cpu for _, cpu, _, _ in events}
     run_ms = defaultdict(float)
     waits, wakeups = defaultdict(list), defaultdict(int)
     last = {}           # cpu -> (ts, class) of the task that is running there
-    woken = {}          # pid -> ts of its waking
-    first = end = None
-    for raw in lines:
-        m = LINE.match(raw)
-        if not m:
-            continue
-        ts, cpu, ev = float(m.group("ts")), int(m.group("cpu")), m.group("ev")
-        first = ts if first is None else first
-        end = ts
+    running = {}        # cpu -> pid running there (0: idle; unseen: idle)
+    woken = {}          # pid -> ts of its first waking
+    misplaced = all_wakeups = 0
+    first, end = events[0][0], events[-1][0]
+    for ts, cpu, ev, rest in events:
         if ev in ("sched_waking", "sched_wakeup"):
-            kv = dict(KV.findall(m.group("rest")))
+            kv = dict(KV.findall(rest))
             pid = int(kv.get("pid", -1))
-            if ev == "sched_waking" or pid not in woken:
-                if pid not in woken:
-                    wakeups[klass(kv.get("comm", ""), pid)] += 1
-                woken.setdefault(pid, ts)
+            if pid not in woken:
+                wakeups[klass(kv.get("comm", ""), pid)] += 1
+                woken[pid] = ts
+            if ev == "sched_wakeup" and "target_cpu" in kv:
+                target = int(kv["target_cpu"])
+                all_wakeups += 1
+                misplaced += (running.get(target, 0) != 0 and
+                              any(running.get(c, 0) == 0 for c in cpus - {target}))
         elif ev == "sched_switch":
-            pcomm, ppid, ncomm, npid = switch_fields(m.group("rest"))
+            pcomm, ppid, ncomm, npid = switch_fields(rest)
             since, _ = last.get(cpu, (first, None))
             run_ms[klass(pcomm, ppid)] += (ts - since) * 1000
             last[cpu] = (ts, klass(ncomm, npid))
+            running[cpu] = npid
             if npid in woken:
                 waits[klass(ncomm, npid)].append((ts - woken.pop(npid)) * 1e6)
-    if first is None:
-        raise ValueError("no trace line")
     for cpu, (ts, k) in last.items():
         run_ms[k] += (end - ts) * 1000
-    return run_ms, end - first, len(last), waits, wakeups
+    return run_ms, end - first, len(last), waits, wakeups, (misplaced, all_wakeups)
 
 
 def pct(vals, q):
@@ -100,8 +106,11 @@ def main(argv):
         sys.exit("schedtrace.py: no SCHED-RUN line in " + argv[1])
     for v in order:
         tot_ms, waits, wakeups, secs, cpus = defaultdict(float), defaultdict(list), defaultdict(int), 0.0, 0
+        misplaced = all_wakeups = 0
         for rep in range(1, len(runs[v]) + 1):
-            r, s, c, wt, wk = analyse(traces[(v, str(rep))])
+            r, s, c, wt, wk, (mp, aw) = analyse(traces[(v, str(rep))])
+            misplaced += mp
+            all_wakeups += aw
             for k, ms in r.items():
                 tot_ms[k] += ms
             for k, ws in wt.items():
@@ -119,6 +128,9 @@ def main(argv):
                 line += (f"   woken {wakeups[k] / mib:6.2f}/MiB, wait us median {statistics.median(waits[k]):7.1f}"
                          f" p90 {pct(waits[k], 0.9):7.1f}")
             print(line)
+        if all_wakeups:
+            print(f"  misplaced wake-ups (onto a busy CPU while another idled): {misplaced} of "
+                  f"{all_wakeups} ({100 * misplaced / all_wakeups:.1f} %)")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ for v in "$@"; do
 	[ -z "$inline" ] || opts="3 sector_size:$ss no_read_workqueue no_write_workqueue"
 	dmsetup create "lbs-st$i" --table "0 $region $target aes-xts-plain64 $key 0 /dev/ram0 $((i * region)) $opts" ||
 		fail "$v: the table was refused: $(ti_error)"
-	dd if=/dev/zero of="$(dm_blkdev "lbs-st$i")" bs=1M oflag=direct status=none 2>/dev/null || true
+	dd if=/dev/zero of="$(dm_blkdev "lbs-st$i")" bs=1M count=64 oflag=direct status=none
 	i=$((i + 1))
 done
 
