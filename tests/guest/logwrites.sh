@@ -24,7 +24,11 @@
 # its sector is larger than 4096): at sampled points the writes up to the next
 # flush laid torn at 4096-byte boundaries (every other 4 KiB unit new), as a
 # device without atomic 64 KiB writes may leave them; whether ext4 comes back
-# clean is reported, not judged (it measures ext4, not us).
+# clean is reported, not judged (it measures ext4, not us). So is what the
+# files hold there: each file, block by block (4 KiB), against the state before
+# the tear (the point) and the state with the same writes whole (after the
+# flush): old, new, mixed (old and new 4 KiB blocks in one file: what a torn
+# block lost), with blocks of neither, lost or appeared.
 # Bounded by default (LBS_LOGWRITES_OPS operations, 1000; every
 # LBS_LOGWRITES_EVERY-th point checked, 25, and the last; tears after every
 # LBS_LOGWRITES_TEAR_EVERY-th, 60); LBS_LOGWRITES_FULL=1 runs 3000 operations,
@@ -79,13 +83,15 @@ tree_sum() {
 	(cd "$mnt" && find . -type f -print0 2>/dev/null | sort -z | xargs -0r sha256sum | sha256sum)
 }
 
-# check_image TARGET SS CHECK-LOOP WHAT [MARK]: copy the replay image to the
-# check image (CHECK-LOOP's file), open it with TARGET at SS, mount it, check the
-# file an fsync mark names, unmount, e2fsck -fn. Sets problem to what was wrong
+# check_image TARGET SS CHECK-LOOP WHAT [MARK [SUMS]]: copy the replay image to
+# the check image (CHECK-LOOP's file), open it with TARGET at SS, mount it, check
+# the file an fsync mark names, list the files' sums in SUMS (lwload sums; none
+# when it does not mount), unmount, e2fsck -fn. Sets problem to what was wrong
 # ("" when clean).
 check_image() {
-	local target=$1 ss=$2 loop=$3 what=$4 m=${5:--} dev rc=0
+	local target=$1 ss=$2 loop=$3 what=$4 m=${5:--} sums=${6:-} dev rc=0
 	problem=""
+	[ -z "$sums" ] || rm -f "$sums"
 	cp "$w/replay.img" "$w/check.img"
 	dmsetup create lbs-lw-chk --table "$(table "$target" "$ss" "$loop")" ||
 		fail "$what: the crypt mapping over the check image was refused: $(ti_error)"
@@ -103,6 +109,7 @@ check_image() {
 			[ "$(tree_sum)" = "$final_tree" ] ||
 				problem+="${problem:+; }the files differ from those the workload left" ;;
 		esac
+		[ -z "$sums" ] || "$load" sums "$mnt" >"$sums" || problem+="${problem:+; }the files do not all read"
 		umount "$mnt"
 		e2fsck -fn "$dev" >"$w/fsck.log" 2>&1 || rc=$?
 		[ "$rc" = 0 ] || problem+="${problem:+; }e2fsck -fn exit $rc: $(grep -v '^Pass\|^e2fsck\|^Warning: skipping journal' "$w/fsck.log" | head -n 12 | tr '\n' '|')"
@@ -110,24 +117,67 @@ check_image() {
 	dmsetup remove lbs-lw-chk || fail "$what: the check's mapping did not go"
 }
 
+# compare_files BEFORE AFTER TORN: the files of a torn state (lwload sums
+# listings) against the states before and after it; prints two lines: the
+# counts of files mixed (4 KiB blocks of both), with blocks of neither, lost (in
+# both states, not here) and appeared (in neither); then, to be read, those with
+# the files that read old and new, the blocks of the mixed ones and the first
+# few such files by name
+compare_files() {
+	awk '
+		FILENAME == ARGV[1] { before[$1] = $0; next }
+		FILENAME == ARGV[2] { after[$1] = $0; next }
+		{ torn[$1] = $0 }
+		function same(x, y) { return split(x, p) >= 3 && split(y, q) >= 3 && p[2] == q[2] && p[3] == q[3] }
+		function note(f, what) { if (shown++ < 4) names = names " " f " (" what ")" }
+		END {
+			for (f in torn) {
+				if ((f in before && same(torn[f], before[f])) || (!(f in before) && !(f in after))) {
+					if (f in before) old++; else { appeared++; note(f, "appeared") }
+					continue
+				}
+				if (f in after && same(torn[f], after[f])) { new++; continue }
+				n = split(torn[f], t); split(f in before ? before[f] : "", b); split(f in after ? after[f] : "", a)
+				ko = kn = kx = 0
+				for (i = 4; i <= n; i++) {
+					if (t[i] == b[i]) ko++
+					else if (t[i] == a[i]) kn++
+					else kx++
+				}
+				if (kx) { neither++; kxs += kx; note(f, kx " of " n - 3 " blocks neither") }
+				else { mixed++; mo += ko; mn += kn; note(f, ko " blocks old, " kn " new") }
+			}
+			for (f in before)
+				if (f in after && !(f in torn)) { lost++; note(f, "lost") }
+			printf "%d %d %d %d\n", mixed, neither, lost, appeared
+			printf "%d old, %d new, %d mixed (%d blocks old, %d new), %d with blocks of neither (%d blocks), %d lost, %d appeared%s\n",
+				old, new, mixed, mo, mn, neither, kxs, lost, appeared, names ? ":" names : ""
+		}' "$1" "$2" "$3"
+}
+
 # replay TARGET SS LABEL OPTION...: replay the log onto a fresh copy of the base
 # image and check it at the points the replayer stops at (its options), and at
-# each torn state where tear= is given. Sets n_checked n_clean n_bad first_bad,
-# and for tears t_checked t_clean and the TORN lines in $w/torn.txt.
+# each torn state where tear= is given (with whole: the files compared with the
+# states before and after). Sets n_checked n_clean n_bad first_bad, and for
+# tears t_checked t_clean, the TORN-POINT lines in $w/torn.txt and the files'
+# totals in t_files (mixed, neither, lost, appeared, states compared).
 replay() {
-	local target=$1 ss=$2 label=$3 loop kind a b c d pid t_start
+	local target=$1 ss=$2 label=$3 loop kind a b c d pid t_start files sums=""
+	local f_mixed f_neither f_lost f_appeared
 	shift 3
+	[[ " $* " != *" whole "* ]] || sums=$w/before.sums
 	cp "$w/base.img" "$w/replay.img"
 	cp "$w/base.img" "$w/check.img"
 	loop=$(losetup -f --show "$w/check.img")
 	n_checked=0 n_clean=0 n_bad=0 first_bad="" t_checked=0 t_clean=0 ended=0 t_start=$SECONDS
+	t_files=(0 0 0 0 0)
 	: >"$w/torn.txt"
 	coproc RP { "$replayer" replay "$w/log.img" "$w/replay.img" "$@"; }
 	pid=$RP_PID
 	while read -r -u "${RP[0]}" kind a b c d; do
 		case $kind in
 		POINT)
-			check_image "$target" "$ss" "$loop" "$label point $a (entry $b, $c $d)" "$d"
+			check_image "$target" "$ss" "$loop" "$label point $a (entry $b, $c $d)" "$d" "$sums"
 			n_checked=$((n_checked + 1))
 			if [ -z "$problem" ]; then
 				n_clean=$((n_clean + 1))
@@ -138,12 +188,29 @@ replay() {
 			[ $((n_checked % 100)) != 0 ] ||
 				printf '   %s: %s points checked, %s clean (%s s)\n' "$label" "$n_checked" "$n_clean" $((SECONDS - t_start))
 			;;
+		WHOLE)
+			check_image "$target" "$ss" "$loop" "$label point $a's writes whole" - "$w/after.sums"
+			;;
 		TORN)
-			check_image "$target" "$ss" "$loop" "$label torn after point $a"
+			check_image "$target" "$ss" "$loop" "$label torn after point $a" - "${sums:+$w/torn.sums}"
 			t_checked=$((t_checked + 1))
 			[ -n "$problem" ] || t_clean=$((t_clean + 1))
-			printf 'TORN-POINT %s point %s: %s writes, %s torn, %s 4K units left old: %s\n' \
-				"$label" "$a" "$b" "$c" "$d" "${problem:-clean}" >>"$w/torn.txt"
+			files=""
+			if [ -n "$sums" ]; then
+				if [ -f "$w/before.sums" ] && [ -f "$w/after.sums" ] && [ -f "$w/torn.sums" ]; then
+					{
+						read -r f_mixed f_neither f_lost f_appeared
+						read -r files
+					} < <(compare_files "$w/before.sums" "$w/after.sums" "$w/torn.sums")
+					t_files=($((t_files[0] + f_mixed)) $((t_files[1] + f_neither)) $((t_files[2] + f_lost))
+						$((t_files[3] + f_appeared)) $((t_files[4] + 1)))
+					files="; files: $files"
+				else
+					files="; files: not compared (a state did not mount)"
+				fi
+			fi
+			printf 'TORN-POINT %s point %s: %s writes, %s torn, %s 4K units left old: %s%s\n' \
+				"$label" "$a" "$b" "$c" "$d" "${problem:-clean}" "$files" >>"$w/torn.txt"
 			;;
 		END)
 			ended=1
@@ -218,10 +285,12 @@ control() {
 # torn TARGET SS: tears at every $tear_every-th point, reported
 torn() {
 	local label="$1 ss=$2 torn" t0=$SECONDS
-	replay "$1" "$2" "$label" "every=$tear_every" tear=4096
+	replay "$1" "$2" "$label" "every=$tear_every" tear=4096 whole
 	cat "$w/torn.txt"
 	printf 'LOGWRITES %s: torn after %s points (every %s), ext4 clean after %s, not clean after %s (%s s; measures ext4, not a failure)\n' \
 		"$label" "$t_checked" "$tear_every" "$t_clean" $((t_checked - t_clean)) $((SECONDS - t0))
+	printf 'LOGWRITES %s: files compared in %s torn states: %s mixed (old and new 4 KiB blocks), %s with blocks of neither, %s lost, %s appeared\n' \
+		"$label" "${t_files[4]}" "${t_files[0]}" "${t_files[1]}" "${t_files[2]}" "${t_files[3]}"
 	ok "$label: $t_checked torn states checked"
 }
 

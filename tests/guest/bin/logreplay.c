@@ -36,6 +36,11 @@
  *                   "TORN <point> <writes> <torn writes> <units kept old>",
  *                   wait for a line as at a point, then put the old contents
  *                   back and go on.
+ *       whole       with tear=, before each TORN stop a stop with the same
+ *                   writes laid whole (every unit new: the state after the
+ *                   next flush), printed "WHOLE <point> <writes> 0 0", so that
+ *                   a caller can tell in a torn state which data is old, new
+ *                   or neither
  *
  * The log's format (dm-log-writes): a super block in the first sector (of the
  * logged device's logical block size): le64 magic 0x6a736677736872, le64
@@ -265,13 +270,17 @@ static int wait_go(void)
 	return fgets(line, sizeof(line), stdin) && !strcmp(line, "go\n");
 }
 
+/* what torn() lays: the next write torn, the writes up to the next flush torn, or those whole */
+enum lay { LAY_TORN1, LAY_TORN, LAY_WHOLE };
+
 /*
- * Lay the writes from entry index `from` up to the next flush torn (only the
- * first of them when `one`): every other unit new.  Wait for the caller, then
- * put the old contents back.
+ * Lay the writes from entry index `from` up to the next flush as `how` says:
+ * torn (only the first of them for LAY_TORN1: every other unit new) or whole.
+ * Wait for the caller, then put the old contents back.
  */
-static int torn(int img, off_t pos, uint64_t from, uint64_t point, size_t unit, int one)
+static int torn(int img, off_t pos, uint64_t from, uint64_t point, size_t unit, enum lay how)
 {
+	static const char *const stop_name[] = { "TORN1", "TORN", "WHOLE" };
 	uint64_t i, writes = 0, torn_writes = 0, kept_old = 0;
 	struct saved { off_t at; size_t len; unsigned char *old; } *saved = NULL;
 	size_t nsaved = 0, k;
@@ -296,21 +305,21 @@ static int torn(int img, off_t pos, uint64_t from, uint64_t point, size_t unit, 
 		read_at(img, old, len, (off_t)(e.sector * ss), "the image");
 		saved[nsaved++] = (struct saved){ (off_t)(e.sector * ss), len, old };
 		writes++;
-		torn_writes += len > unit;
+		torn_writes += how != LAY_WHOLE && len > unit;
 		for (u = 0; u * unit < len; u++) {
 			size_t ulen = len - u * unit < unit ? len - u * unit : unit;
 
-			if (len > unit && (u & 1)) {
+			if (how != LAY_WHOLE && len > unit && (u & 1)) {
 				kept_old++;
 				continue;
 			}
 			read_at(log_fd, buffer(ulen), ulen, e.data + (off_t)(u * unit), "an entry's data");
 			write_at(img, buf, ulen, (off_t)(e.sector * ss + u * unit));
 		}
-		if ((e.flags & F_FLUSH) || one)
+		if ((e.flags & F_FLUSH) || how == LAY_TORN1)
 			break;
 	}
-	printf("%s %llu %llu %llu %llu\n", one ? "TORN1" : "TORN", (unsigned long long)point,
+	printf("%s %llu %llu %llu %llu\n", stop_name[how], (unsigned long long)point,
 	       (unsigned long long)writes, (unsigned long long)torn_writes,
 	       (unsigned long long)kept_old);
 	go = wait_go();
@@ -335,7 +344,7 @@ static int replay(const char *image, int argc, char **argv)
 	size_t unit = 0;
 	off_t pos = ss, seg_start;
 	struct entry e;
-	int img, n;
+	int img, n, whole = 0;
 	char flags[8];
 
 	for (n = 0; n < argc; n++) {
@@ -347,14 +356,17 @@ static int replay(const char *image, int argc, char **argv)
 			unit = strtoull(argv[n] + 5, NULL, 10);
 		else if (!strcmp(argv[n], "each"))
 			point_flags = ALL_POINTS;
+		else if (!strcmp(argv[n], "whole"))
+			whole = 1;
 		else {
 			fprintf(stderr, "logreplay: unknown option %s\n", argv[n]);
 			return 2;
 		}
 	}
-	if (!every || (unit && (unit < 512 || unit % 512)) || (drop && point_flags == ALL_POINTS)) {
+	if (!every || (unit && (unit < 512 || unit % 512)) || (drop && point_flags == ALL_POINTS) ||
+	    (whole && (!unit || drop))) {
 		fprintf(stderr,
-			"logreplay: every= must be at least 1, tear= a multiple of 512; drop= goes without each\n");
+			"logreplay: every= must be at least 1, tear= a multiple of 512; drop= goes without each; whole needs tear= and no drop=\n");
 		return 2;
 	}
 	img = open(image, O_RDWR);
@@ -376,8 +388,9 @@ static int replay(const char *image, int argc, char **argv)
 	/* each: the image before the first entry is a point too (0) */
 	if (point_flags == ALL_POINTS) {
 		printf("POINT 0 0 - -\n");
-		if (!wait_go() || (unit && (!torn(img, pos, 0, 0, unit, 1) ||
-					     !torn(img, pos, 0, 0, unit, 0))))
+		if (!wait_go() || (unit && (!torn(img, pos, 0, 0, unit, LAY_TORN1) ||
+					     (whole && !torn(img, pos, 0, 0, unit, LAY_WHOLE)) ||
+					     !torn(img, pos, 0, 0, unit, LAY_TORN))))
 			goto out;
 	}
 	for (i = 0; i < nr_entries; i++) {
@@ -416,9 +429,11 @@ static int replay(const char *image, int argc, char **argv)
 		if (!wait_go())
 			goto out;
 		if (unit && !drop && point_flags == ALL_POINTS &&
-		    !torn(img, pos, i + 1, points, unit, 1))
+		    !torn(img, pos, i + 1, points, unit, LAY_TORN1))
 			goto out;
-		if (unit && !drop && !torn(img, pos, i + 1, points, unit, 0))
+		if (whole && !torn(img, pos, i + 1, points, unit, LAY_WHOLE))
+			goto out;
+		if (unit && !drop && !torn(img, pos, i + 1, points, unit, LAY_TORN))
 			goto out;
 	}
 	printf("END %llu %llu\n", (unsigned long long)nr_entries, (unsigned long long)points);
@@ -440,6 +455,6 @@ int main(int argc, char **argv)
 		open_log(argv[2]);
 		return replay(argv[3], argc - 4, argv + 4);
 	}
-	fprintf(stderr, "usage: logreplay list LOG [each] | logreplay replay LOG IMAGE [every=K] [drop=K] [each] [tear=UNIT]\n");
+	fprintf(stderr, "usage: logreplay list LOG [each] | logreplay replay LOG IMAGE [every=K] [drop=K] [each] [tear=UNIT [whole]]\n");
 	return 2;
 }

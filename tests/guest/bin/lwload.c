@@ -17,12 +17,21 @@
  *     Exit 0 when FILE has SIZE bytes whose hash is HASH; else say what it
  *     has on stdout and exit 1.
  *
+ *   lwload sums DIR
+ *     A line per regular file under DIR, sorted by path:
+ *       <path under DIR> <size> <hash> <hash of each 4096-byte block>...
+ *     (the last block as long as the file has it), so that two listings
+ *     tell, block by block, which data a file holds of each
+ *     (tests/guest/logwrites.sh compares the torn states' with the states
+ *     before and after them).
+ *
  * The hash is 64-bit FNV-1a, in hex.  Exit 1 on an error (said on stderr), 2
  * on bad usage.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <linux/dm-ioctl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +45,7 @@
 #define MAX_FILES 160
 #define MAX_SIZE (320 << 10)
 #define CHUNK (128 << 10)
+#define BLOCK 4096
 
 static uint64_t rng;
 static int dirfd_top;
@@ -88,15 +98,23 @@ static void write_some(int fd, const char *name, off_t at, size_t len)
 	}
 }
 
+#define FNV_START 0xcbf29ce484222325ULL
+
+static uint64_t fnv(uint64_t h, const unsigned char *p, size_t len)
+{
+	while (len--)
+		h = (h ^ *p++) * 0x100000001b3ULL;
+	return h;
+}
+
 static uint64_t hash_fd(int fd, const char *name, off_t *size)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
+	uint64_t h = FNV_START;
 	off_t at = 0;
-	ssize_t n, i;
+	ssize_t n;
 
 	while ((n = pread(fd, data, CHUNK, at)) > 0) {
-		for (i = 0; i < n; i++)
-			h = (h ^ data[i]) * 0x100000001b3ULL;
+		h = fnv(h, data, (size_t)n);
 		at += n;
 	}
 	if (n < 0)
@@ -252,6 +270,60 @@ static int verify(const char *file, const char *size, const char *hash)
 	return 1;
 }
 
+static char **paths;
+static size_t npaths;
+static size_t top_len;
+
+static int add_path(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)ftw;
+	if (type != FTW_F || !S_ISREG(st->st_mode))
+		return 0;
+	paths = realloc(paths, (npaths + 1) * sizeof(*paths));
+	if (!paths || !(paths[npaths] = strdup(path + top_len)))
+		fail("list", "(no memory)");
+	npaths++;
+	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int sums(const char *dir)
+{
+	static unsigned char block[BLOCK];
+	size_t k;
+
+	top_len = strlen(dir) + 1;
+	if (nftw(dir, add_path, 16, FTW_PHYS))
+		fail("walk", dir);
+	qsort(paths, npaths, sizeof(*paths), by_name);
+	dirfd_top = open(dir, O_RDONLY | O_DIRECTORY);
+	if (dirfd_top < 0)
+		fail("open", dir);
+	for (k = 0; k < npaths; k++) {
+		int fd = open_file(paths[k], O_RDONLY);
+		off_t size, at = 0;
+		uint64_t h = hash_fd(fd, paths[k], &size);
+		ssize_t n;
+
+		printf("%s %lld %016llx", paths[k], (long long)size, (unsigned long long)h);
+		while ((n = pread(fd, block, BLOCK, at)) > 0) {
+			printf(" %016llx", (unsigned long long)fnv(FNV_START, block, (size_t)n));
+			at += n;
+		}
+		if (n < 0)
+			fail("read", paths[k]);
+		printf("\n");
+		close(fd);
+		free(paths[k]);
+	}
+	free(paths);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "run")) {
@@ -261,6 +333,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 5 && !strcmp(argv[1], "verify"))
 		return verify(argv[2], argv[3], argv[4]);
-	fprintf(stderr, "usage: lwload run DIR OPS SEED [DM-NAME] | lwload verify FILE SIZE HASH\n");
+	if (argc == 3 && !strcmp(argv[1], "sums"))
+		return sums(argv[2]);
+	fprintf(stderr, "usage: lwload run DIR OPS SEED [DM-NAME] | lwload verify FILE SIZE HASH | lwload sums DIR\n");
 	return 2;
 }
