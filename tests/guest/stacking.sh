@@ -291,7 +291,7 @@ odirect_write() {
 
 odirect_case() {	# odirect_case BS
 	fresh "$ss" $((8 << 20))
-	head -c $((1 << 20)) /dev/urandom | dd of="$dev" bs=65536 oflag=direct status=none
+	head -c $((1 << 20)) /dev/urandom | dd of="$dev" bs=65536 iflag=fullblock oflag=direct status=none
 	odirect_write "$dev" "$1" 1
 }
 case_odirect_512() { odirect_case 512; }
