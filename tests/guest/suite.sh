@@ -40,6 +40,7 @@ default_limit() {
 	zoned) echo 300 ;;                       # ~60 s; stock's inline waits for the engine, ~60 s more
 	teardown) echo 400 ;;                    # 12 cycles under fio with each cipher, ~110 s loaded
 	upstream-tests) echo 300 ;;              # cryptsetup's fvault2 and luks1 tests, ~40 s on arm64-64k
+	stacking) echo 600 ;;                    # 30 cells of mkfs, LVM, fsck; not yet timed (estimate 2-3 min)
 	*) echo 120 ;;
 	esac
 }
