@@ -51,13 +51,19 @@ for fs in ext4 btrfs xfs; do
 done
 
 key=$(test_key 64)
-img=/tmp/stacking.img
+# the backing file's own tmpfs: btrfs's 1088 MiB is more than /tmp's default
+# size (half the guest's memory) allows, sparse as it is
+store=/tmp/stacking.d
+mkdir -p "$store"
+mount -t tmpfs -o size=2g tmpfs "$store" || fail "cannot mount a tmpfs for the backing file"
+img=$store/stacking.img
 mnt=/mnt/stacking
 log=/tmp/stacking.out
 name='lbs-stack'
 vg=lbsvg
 mkdir -p "$mnt"
 loop=''
+on_exit umount "$store"
 on_exit rm -f "$img"
 on_exit losetup -D
 on_exit dm_remove "$name"
