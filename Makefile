@@ -8,6 +8,7 @@
 #   make bench     the benchmarks (qemu/bench; BENCH_ARGS=--full; not part of check)
 #   make harden    the debug kernel: suite, fuzzing, pressure, faults (qemu/harden; not part of check)
 #   make cryptsetup-tests  cryptsetup's own tests, stock against ours (qemu/cryptsetup-tests)
+#   make stacking  what stacks on a large-sector volume, on arm64-64k (lbscrypt.rst's table)
 #   make deb       the Debian packages (packaging/deb.mk)
 #   make tools-test  the host unit tests alone
 #   make fetch-check  download every package a fresh machine needs into an empty cache
@@ -27,7 +28,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod engine bench bench-smoke cryptsetup-tests harden check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps kernels kmod engine bench bench-smoke cryptsetup-tests harden stacking check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -75,6 +76,15 @@ CSTEST_KERNELS := $(if $(filter command line,$(origin KERNELS)),$(KERNELS),arm64
 CSTEST_ARGS ?= --subset
 cryptsetup-tests: deps $(GUEST_TOOLS)
 	@qemu/cryptsetup-tests $(CSTEST_ARGS) $(CSTEST_KERNELS)
+
+# make stacking: tests/guest/stacking.sh alone on arm64-64k, the cells of
+# lbscrypt.rst's table of what stacks on a large-sector volume (make harden runs
+# it too, on the debug kernel). The guest's log: build/stacking/arm64-64k.log.
+stacking: deps $(GUEST_TOOLS)
+	@qemu/lib/kernel arm64-64k >/dev/null && qemu/lib/build-kmod arm64-64k >/dev/null
+	@mkdir -p $(BUILD)/stacking && set -o pipefail && \
+		qemu/run arm64-64k --module lbscrypt --timeout 900 -- bash /lbs/tests/guest/suite.sh stacking \
+		| tee $(BUILD)/stacking/arm64-64k.log
 
 bench-smoke: kmod engine
 	@qemu/bench --smoke $(SMOKE_KERNEL)
