@@ -167,17 +167,22 @@ rig-host-test: deps
 
 # Cheap and host-only first, then the module builds, then the guests. The stages
 # run in this order, each timed (qemu/lib/stages); make check stops at the first
-# that fails. The tool's unit tests run in the amd64 package's build (deb: CTest,
-# valgrind included) and again under ASan/UBSan (tools-asan). A word A+B+C runs
-# B, then C, beside A: fetch-check (downloads into a cache of its own) beside
-# kmod-lint (the kernel builds on a cold machine); tools-asan, tools-fuzz and
-# tools-lint beside the guest tests, which keep about 1.4 of the two cores busy.
+# that fails. The tool's unit tests run under ASan/UBSan (tools-asan); the amd64
+# package is built without them (DEB_BUILD_OPTIONS=nocheck: `make deb` alone runs
+# them in the package build, valgrind included). A word A+B+C runs B, then C,
+# beside A: fetch-check (downloads into a cache of its own) beside kmod-lint (the
+# kernel builds on a cold machine); beside the guest tests, which keep about 1.4
+# of the two cores busy, the tool's compiles first (tools-asan, tools-fuzz,
+# tools-lint), then the checks that build or boot one thing at a time
+# (matrix-check, dkms-check, initramfs-check, fuzz-check, bench-smoke,
+# rig-test), which fill the cores the two lanes leave idle once the compiles are
+# done (module builds take a lock per kernel: qemu/lib/build-module).
 # `make tools-lint` alone also tidies the tests (about 30 s a file).
-CHECK_STAGES := deps lint-shell rig-host-test kmod-lint+fetch-check kmod deb deb-lint dkms-check \
-	initramfs-check rig-test matrix-check guest-test+tools-asan+tools-fuzz+tools-lint fuzz-check \
-	bench-smoke
+CHECK_STAGES := deps lint-shell rig-host-test kmod-lint+fetch-check kmod deb deb-lint \
+	guest-test+tools-asan+tools-fuzz+tools-lint+matrix-check+dkms-check+initramfs-check+fuzz-check+bench-smoke+rig-test
 check:
-	@qemu/lib/stages TOOLS_TIDY_DIRS=tools/src $(if $(filter command line,$(origin KERNELS)),KERNELS="$(KERNELS)") $(CHECK_STAGES)
+	@qemu/lib/stages TOOLS_TIDY_DIRS=tools/src DEB_BUILD_OPTIONS=nocheck \
+		$(if $(filter command line,$(origin KERNELS)),KERNELS="$(KERNELS)") $(CHECK_STAGES)
 
 # make check-full: what make check leaves out for its budget (Documentation/testing.rst):
 # the kernels of qemu/kernels-extra.conf beside make check's, each with the matrix and

@@ -5,14 +5,17 @@
   bench.py smoke DIR/results.json REPS       the smoke pass's structural check
   bench.py rst DIR/results.json KERNEL       KERNEL's table as reStructuredText
                                              (Documentation/performance.rst)
+  bench.py rst-cpu DIR/results.json KERNEL   the same of CPU time per MiB
 
 A log is the output of tests/guest/bench.sh through qemu/run: BENCH-PLAN,
 BENCH-INFO, BENCH-RUN and BENCH-LIMIT lines (MiB/s). Records (see
 Documentation/performance.rst):
   {kernel, target, cipher, flags, sector_size, job, mbps_median, mbps_min,
-   mbps_max, runs}
+   mbps_max, runs, cpu_ms_per_mib_median, cpu_ms_per_mib_min, cpu_ms_per_mib_max}
   {kernel, limit, cipher, sector_size, job, mbps}
-mbps is MiB/s (2^20 bytes a second). Nothing here judges speed: the smoke check
+mbps is MiB/s (2^20 bytes a second); cpu_ms_per_mib the guest's CPU time per
+MiB moved, outside the engine's channel threads (absent in logs from before it
+was measured). Nothing here judges speed: the smoke check
 asks only that every record is there and non-zero.
 """
 import json
@@ -27,7 +30,7 @@ READ_JOBS = {"seqread", "randread"}
 
 def parse(kernel, path):
     """Records and info of one kernel's log; exits when steps are missing."""
-    runs, limits, info, plan, seen = {}, [], {}, None, set()
+    runs, cpu, limits, info, plan, seen = {}, {}, [], {}, None, set()
     ramdisk = {}
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -38,12 +41,14 @@ def parse(kernel, path):
                 plan = int(w[1])
             elif w[0] == "BENCH-INFO" and len(w) >= 3:
                 info.setdefault(w[1], " ".join(w[2:]))
-            elif w[0] == "BENCH-RUN" and len(w) == 9:
-                step, target, cipher, flags, ss, job, _rep, mbps = w[1:]
+            elif w[0] == "BENCH-RUN" and len(w) in (9, 10):
+                step, target, cipher, flags, ss, job, _rep, mbps = w[1:9]
                 seen.add(int(step))
                 flags = "" if flags == "-" else flags.replace(",", " ")
                 key = (target, cipher, flags, int(ss), job)
                 runs.setdefault(key, []).append(float(mbps))
+                if len(w) == 10:
+                    cpu.setdefault(key, []).append(float(w[9]))
             elif w[0] == "BENCH-LIMIT" and len(w) == 7:
                 step, limit, cipher, ss, job, mbps = w[1:]
                 seen.add(int(step))
@@ -59,11 +64,16 @@ def parse(kernel, path):
         sys.exit(f"bench.py: {path}: {len(missing)} of {plan} steps have no record "
                  f"(first missing: {missing[0]}); the run did not finish")
     records = []
-    for (target, cipher, flags, ss, job), vals in sorted(runs.items()):
-        records.append({"kernel": kernel, "target": target, "cipher": cipher, "flags": flags,
-                        "sector_size": ss, "job": job,
-                        "mbps_median": round(statistics.median(vals), 3),
-                        "mbps_min": min(vals), "mbps_max": max(vals), "runs": len(vals)})
+    for key, vals in sorted(runs.items()):
+        target, cipher, flags, ss, job = key
+        rec = {"kernel": kernel, "target": target, "cipher": cipher, "flags": flags,
+               "sector_size": ss, "job": job,
+               "mbps_median": round(statistics.median(vals), 3),
+               "mbps_min": min(vals), "mbps_max": max(vals), "runs": len(vals)}
+        if len(cpu.get(key, [])) == len(vals):
+            rec.update({"cpu_ms_per_mib_median": round(statistics.median(cpu[key]), 3),
+                        "cpu_ms_per_mib_min": min(cpu[key]), "cpu_ms_per_mib_max": max(cpu[key])})
+        records.append(rec)
     for job in JOBS:
         if job in ramdisk:
             limits.append({"kernel": kernel, "limit": "ramdisk", "cipher": None,
@@ -121,33 +131,35 @@ def baseline(records, k, t, cipher, fl, ss, job):
     return median_of(records, k, "stock", cipher, fl if t != "stock" else "", ss, job)
 
 
-def table_rows(k, records):
-    """Kernel k's table: [cipher, sector, variant, a cell per job], a row per case."""
+def table_rows(k, records, metric="mbps"):
+    """Kernel k's table: [cipher, sector, variant, a cell per job], a row per case;
+    metric "mbps" (MiB/s) or "cpu_ms_per_mib"."""
     rows = []
     keys = sorted({(r["cipher"], r["sector_size"]) for r in records if r["kernel"] == k})
+    med = metric + "_median"
     for cipher, ss in keys:
         for t, fl in VARIANTS:
             cells = []
             for job in JOBS:
                 r = median_of(records, k, t, cipher, fl, ss, job)
-                if r is None:
+                if r is None or med not in r:
                     break
-                cell = f"{fmt(r['mbps_median'])} ({fmt(r['mbps_min'])}-{fmt(r['mbps_max'])})"
+                cell = f"{fmt(r[med])} ({fmt(r[metric + '_min'])}-{fmt(r[metric + '_max'])})"
                 st = baseline(records, k, t, cipher, fl, ss, job)
-                if (t, fl) != ("stock", "") and st and st["mbps_median"] > 0:
-                    cell += f" x{r['mbps_median'] / st['mbps_median']:.2f}"
+                if (t, fl) != ("stock", "") and st and st.get(med, 0) > 0:
+                    cell += f" x{r[med] / st[med]:.2f}"
                 cells.append(cell)
             if len(cells) == len(JOBS):
                 rows.append([cipher, str(ss), LABEL[(t, fl)]] + cells)
     return rows
 
 
-def rst(path, kernel):
+def rst(path, kernel, metric="mbps"):
     """Kernel's table of results.json as a reStructuredText simple table, as
     Documentation/performance.rst shows the runs."""
     with open(path) as f:
         records = [r for r in json.load(f) if "target" in r]
-    rows = [["cipher", "sector", "variant"] + JOBS] + table_rows(kernel, records)
+    rows = [["cipher", "sector", "variant"] + JOBS] + table_rows(kernel, records, metric)
     if len(rows) == 1:
         sys.exit(f"bench.py rst: no records of {kernel} in {path}")
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -175,6 +187,14 @@ def markdown(kernels, records, limits, infos):
             out.append("| " + " | ".join(row) + " |")
         out += ["", "`xN.NN`: against stock at the same size, job and cipher: ours against "
                 "stock with the same flags, stock+inline against stock without them.", ""]
+        cpu_rows = table_rows(k, records, "cpu_ms_per_mib")
+        if cpu_rows:
+            out += ["CPU time per MiB moved (ms, median (min-max)): the guest's busy time on every CPU "
+                    "during the run, fio's included, less the engine's channel threads' (they stand in "
+                    "for the hardware). Lower is better; `xN.NN` as above.", "",
+                    "| cipher | sector | variant | " + " | ".join(JOBS) + " |",
+                    "|---|---:|---|" + "---:|" * len(JOBS)]
+            out += ["| " + " | ".join(row) + " |" for row in cpu_rows] + [""]
         out += ["| limit | " + " | ".join(JOBS) + " |", "|---|" + "---:|" * len(JOBS),
                 "| ramdisk | " + " | ".join(fmt(limit_of(limits, k, "ramdisk", None, j)) for j in JOBS) + " |", ""]
         bounds = model_bounds(k, limits, info)
@@ -231,6 +251,18 @@ def goals(k, records, limits, bounds):
                 if st_in and st_pl and job in READ_JOBS:
                     line += f"; stock@4096 with them / without = {st_in['mbps_median'] / st_pl['mbps_median']:.2f}"
             out.append(line)
+    cpu_key = "cpu_ms_per_mib_median"
+    for job in JOBS:
+        ours = median_of(records, k, "lbscrypt", "engine", "", big, job)
+        st_e = median_of(records, k, "stock", "engine", "", 4096, job)
+        st_c = median_of(records, k, "stock", "cpu", "", 4096, job)
+        if not ours or cpu_key not in ours or big is None:
+            continue
+        parts = [f"{other}: {ours[cpu_key] / r[cpu_key]:.2f}" for other, r in
+                 (("stock@4096 engine", st_e), ("stock@4096 cpu", st_c)) if r and r.get(cpu_key, 0) > 0]
+        if parts:
+            out.append(f"- CPU per MiB, {job}, ours@{big} engine ({fmt(ours[cpu_key])} ms) against "
+                       + "; ".join(parts) + " (below 1: less CPU)")
     return out + [""]
 
 
@@ -333,6 +365,9 @@ def smoke(path, reps):
                         if r["runs"] != reps or not r["mbps_min"] > 0:
                             bad.append(f"{k}: {LABEL[(t, fl)]} {c} {job} ss={r['sector_size']}: "
                                        f"{r['runs']} runs (expected {reps}), min {r['mbps_min']} MiB/s")
+                        if "cpu_ms_per_mib_median" not in r:
+                            bad.append(f"{k}: {LABEL[(t, fl)]} {c} {job} ss={r['sector_size']}: "
+                                       "no CPU time per MiB")
         for lim, jobs in (("ramdisk", JOBS), ("cipher", ["encrypt", "decrypt"]),
                           ("engine", ["encrypt", "decrypt"])):
             for job in jobs:
@@ -351,6 +386,8 @@ def main(argv):
         report(argv[3], argv[4:])
     elif len(argv) == 4 and argv[1] == "rst":
         rst(argv[2], argv[3])
+    elif len(argv) == 4 and argv[1] == "rst-cpu":
+        rst(argv[2], argv[3], "cpu_ms_per_mib")
     elif len(argv) == 4 and argv[1] == "smoke":
         smoke(argv[2], int(argv[3]))
     else:

@@ -16,8 +16,12 @@
 # for the host (qemu/lib/bench.py reads them; MiB/s):
 #   BENCH-PLAN <steps>
 #   BENCH-INFO <key> <value...>
-#   BENCH-RUN <step> <target> <cipher> <flags|-> <sector_size> <job> <rep> <mibps>
+#   BENCH-RUN <step> <target> <cipher> <flags|-> <sector_size> <job> <rep> <mibps> <cpu_ms_per_mib>
 #   BENCH-LIMIT <step> <limit> <cipher> <sector_size> <job> <mibps>
+# cpu_ms_per_mib is the guest's CPU time (every CPU's busy time in /proc/stat,
+# fio's own included) during the fio run, less the engine's channel threads'
+# (lbs-engine/N: they stand in for the hardware and do its AES in software),
+# in milliseconds per MiB moved.
 # A measurement that fails stops the run with a FAIL line saying which.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
@@ -60,6 +64,14 @@ regions=$(($(wc -w <<<"$variants_all") + 1))	# one per variant, and the raw ramd
 [ -n "$(target_version crypt_lbs)" ] || fail "ours is not loaded as crypt_lbs (qemu/run --module both)"
 insmod "$ko" || fail "insmod $ko failed: $(dmesg | tail -n 3)"
 on_exit rmmod lbs_engine
+# the engine's channel threads, started at load (their CPU time is not the host's)
+engine_stats=()
+for f in /proc/[0-9]*/stat; do
+	read -r line <"$f" 2>/dev/null || continue
+	case $line in *" (lbs-engine/"*) engine_stats+=("$f") ;; esac
+done
+[ "${#engine_stats[@]}" -gt 0 ] || fail "no lbs-engine/N thread after insmod $ko"
+tck=$(getconf CLK_TCK)
 for v in $variants_all; do on_exit dm_remove "lbs-bench-$v"; done
 
 # the sizes each cipher runs at, and the variants at a size
@@ -87,29 +99,42 @@ done
 printf 'BENCH-INFO fio runtime=%ss reps=%s iodepth=4 direct libaio\n' "$runtime" "$reps"
 step=0
 
-# fio_mibps DEV JOB [fio options]: one fio run, its throughput in MiB/s
+# cpu_ticks: busy clock ticks of every CPU (user nice system irq softirq
+# steal) less the engine threads' (user system); the clock read last
+cpu_ticks() {
+	local f line eng=0 busy
+	for f in "${engine_stats[@]}"; do
+		read -r line <"$f" || fail "engine thread $f is gone"
+		line=${line##*) }
+		eng=$((eng + $(awk '{ print $12 + $13 }' <<<"$line")))
+	done
+	busy=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat)
+	echo $((busy - eng))
+}
+
+# fio_mibps DEV JOB [fio options]: one fio run; prints its throughput in MiB/s
+# and the CPU time it cost in ms per MiB moved
 fio_mibps() {
-	local dev=$1 job=$2 rw bs sec
+	local dev=$1 job=$2 rw bs sec t0 t1 bytes rwbs
 	shift 2
-	case $job in
-	seqread) rw=read bs=1m ;;
-	seqwrite) rw=write bs=1m ;;
-	randread) rw=randread bs=64k ;;
-	randwrite) rw=randwrite bs=64k ;;
-	esac
+	rwbs=$(bench_job "$job") || fail "unknown fio job '$job'"
+	read -r rw bs <<<"$rwbs"
+	t0=$(cpu_ticks)
 	if ! fio --name=bench --filename="$dev" --rw="$rw" --bs="$bs" --direct=1 --ioengine=libaio \
 		--iodepth=4 --time_based --runtime="$runtime" --size=64m "$@" --output-format=json >"$out" 2>&1; then
 		cat "$out"
 		fail "fio $job on $dev failed"
 	fi
+	t1=$(cpu_ticks)
 	sec="read"
 	case $job in *write) sec="write" ;; esac
-	awk -v sec="$sec" '
-		$1 == "\"read\"" && $3 == "{" { s = "read" }
-		$1 == "\"write\"" && $3 == "{" { s = "write" }
-		$1 == "\"bw_bytes\"" && s == sec && !done { v = $3; sub(/,$/, "", v); done = 1 }
-		END { if (!done) exit 1; printf "%.3f\n", v / 1048576 }' "$out" ||
-		{ cat "$out"; fail "fio $job on $dev: no bw_bytes for $sec in its JSON output"; }
+	bytes=$(fio_bytes "$out" "$sec") ||
+		{ cat "$out"; fail "fio $job on $dev: no bw_bytes or io_bytes for $sec in its JSON output"; }
+	awk -v ticks=$((t1 - t0)) -v tck="$tck" -v bytes="$bytes" 'BEGIN {
+		split(bytes, b, " ")
+		if (b[2] <= 0) exit 1
+		printf "%.3f %.3f\n", b[1] / 1048576, ticks * 1000 / tck / (b[2] / 1048576)
+	}'
 }
 
 # measure WHAT OP SIZE: the in-kernel rate in MiB/s (measure.c); prints it
@@ -144,11 +169,12 @@ for cipher in $ciphers; do
 			for rep in $(seq 1 "$reps"); do
 				for v in $vs; do
 					step=$((step + 1))
-					mibps=$(fio_mibps "$(dm_blkdev "lbs-bench-$v")" "$job")
+					got=$(fio_mibps "$(dm_blkdev "lbs-bench-$v")" "$job")
+					read -r mibps cpu <<<"$got"
 					tgt=lbscrypt flags=-
 					case $v in stock*) tgt=stock ;; esac
 					case $v in *inline) flags=${inline_flags// /,} ;; esac
-					printf 'BENCH-RUN %s %s %s %s %s %s %s %s\n' "$step" "$tgt" "$cipher" "$flags" "$ss" "$job" "$rep" "$mibps"
+					printf 'BENCH-RUN %s %s %s %s %s %s %s %s %s\n' "$step" "$tgt" "$cipher" "$flags" "$ss" "$job" "$rep" "$mibps" "$cpu"
 				done
 			done
 		done
@@ -161,6 +187,7 @@ for job in $jobs; do
 	for rep in $(seq 1 "$reps"); do
 		step=$((step + 1))
 		mibps=$(fio_mibps "$dev" "$job" --offset=$(((regions - 1) * 64))m)
+		mibps=${mibps% *}
 		printf 'BENCH-LIMIT %s ramdisk - 0 %s %s\n' "$step" "$job" "$mibps"
 	done
 done

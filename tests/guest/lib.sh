@@ -159,6 +159,29 @@ fio_ok() {
 	fio "$@" >"$log" 2>&1 && fio_clean "$log"
 }
 
+# bench_job JOB: "<rw> <bs>" of make bench's fio jobs (seqread and seqwrite
+# with 1 MiB blocks, randread and randwrite with 64 KiB); fails on another name.
+bench_job() {
+	case $1 in
+	seqread) echo "read 1m" ;;
+	seqwrite) echo "write 1m" ;;
+	randread) echo "randread 64k" ;;
+	randwrite) echo "randwrite 64k" ;;
+	*) return 1 ;;
+	esac
+}
+
+# fio_bytes JSON read|write: "<bw_bytes> <io_bytes>" of the first job's
+# section in fio's JSON output; fails when either is missing.
+fio_bytes() {
+	awk -v sec="$2" '
+		$1 == "\"read\"" && $3 == "{" { s = "read" }
+		$1 == "\"write\"" && $3 == "{" { s = "write" }
+		$1 == "\"io_bytes\"" && s == sec && io == "" { io = $3; sub(/,$/, "", io) }
+		$1 == "\"bw_bytes\"" && s == sec && bw == "" { bw = $3; sub(/,$/, "", bw) }
+		END { if (bw == "" || io == "") exit 1; print bw, io }' "$1"
+}
+
 # lbsize DEV: the logical block size the kernel gives DEV (a node or a link to one).
 lbsize() {
 	local d

@@ -13,13 +13,27 @@
 # of its own, the ramdisk's second half, so the data lies on the first half as
 # the mapping sees it; dm-integrity takes block sizes up to 4096). A sector of 512 bytes cannot tear under either
 # unit, so the sizes start at 1024.
+# The same AEAD over dm-integrity in its journalled mode ('J') is torn below
+# dm-integrity instead: its writes for one new sector (journal, commit, data
+# area, super block) are logged by dm-log-writes and replayed by
+# /lbs/bin/logreplay onto a copy of the device as it was before, stopping
+# after every write, intact, and again with the writes up to the next flush
+# torn (every other unit new, for 512- and 4096-byte units at every size). At
+# each stop dm-integrity opens a copy (replaying its journal) and the sector is
+# read back; the tear is named p<n> (the first n writes made; p0 none), w<n>
+# (and the next write torn: the one in flight) or t<n> (and all the writes
+# after them up to the next flush torn, as if all were in flight at once).
+# make check runs this case at 4096, LBS_TORN_FULL=1 (make check-full, make
+# harden) at every size from 1024.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-prog=/lbs/bin/torn
+prog=/lbs/bin/torn replayer=/lbs/bin/logreplay
 [ -x "$prog" ] || fail "no $prog (qemu/lib/guest-bin builds tests/guest/bin)"
+[ -x "$replayer" ] || fail "no $replayer (qemu/lib/guest-bin builds tests/guest/bin)"
 modprobe dm-integrity 2>/dev/null || true
+modprobe dm-log-writes 2>/dev/null || true
 on_exit dmsetup remove_all
 # the ramdisk's halves: the mapped data, and the AEAD case's tags
 half=$(($(blockdev --getsz /dev/ram0) / 2 / 128 * 128))
@@ -51,6 +65,105 @@ tear() {
 	dmsetup remove lbs-torn
 }
 
+# the journalled case's devices: five eighths of the ramdisk, over the halves
+# above (never in use at the same time): the device dm-integrity formats, its
+# copy before the new write, the replay's image, the copy opened at a stop,
+# and dm-log-writes' log
+jsz=$(($(blockdev --getsz /dev/ram0) / 8 / 128 * 128))
+j=0
+for name in jdev jbase jimg jopen jlog; do
+	dmsetup create "lbs-t$name" --table "0 $jsz linear /dev/ram0 $((j * jsz))"
+	j=$((j + 1))
+done
+jdev=/dev/mapper/lbs-tjdev jbase=/dev/mapper/lbs-tjbase jimg=/dev/mapper/lbs-tjimg
+jopen=/dev/mapper/lbs-tjopen jlog=/dev/mapper/lbs-tjlog
+
+# jcopy FROM TO: one journalled device's image onto another
+jcopy() {
+	dd if="$1" of="$2" bs=1M count=$((jsz / 2048)) iflag=direct oflag=direct status=none
+}
+
+# jmap DEV TARGET SS: dm-integrity in journalled mode over DEV (formatting it
+# when its super block is zero), the target with AES-GCM over it as lbs-torn
+jmap() {
+	dmsetup create lbs-tint --table "0 64 integrity $1 0 28 J 1 block_size:$3" || return 1
+	dmsetup create lbs-torn --table "0 64 $2 capi:gcm(aes)-random $key32 0 /dev/mapper/lbs-tint 0 2 integrity:28:aead sector_size:$3" ||
+		fail "$2 over dm-integrity (J, block_size $3) was refused: $(ti_error)"
+}
+
+junmap() {
+	dmsetup remove lbs-torn
+	dmsetup remove lbs-tint
+}
+
+# jtear TARGET SS: the journalled case's TORN lines (see the head)
+jtear() {
+	local target=$1 ss=$2 off=$((3 * $2)) seed=$(($2 + 1)) unit kind a b c got n pid ended tear_at last_p last_got
+	local what="$target gcm-random-journal at $ss"
+	dd if=/dev/zero of="$jdev" bs=1M count=1 oflag=direct status=none
+	jmap "$jdev" "$target" "$ss" || fail "$what: dm-integrity (J, block_size $ss) did not format: $(dmesg | tail -n 3 | tr '\n' ' ')"
+	"$prog" put /dev/mapper/lbs-torn "$off" "$ss" "$seed" old
+	junmap
+	jcopy "$jdev" "$jbase"
+	dd if=/dev/zero of="$jlog" bs=1M count=1 oflag=direct status=none
+	dmsetup create lbs-tjlw --table "0 $jsz log-writes $jdev $jlog"
+	jmap /dev/mapper/lbs-tjlw "$target" "$ss" || fail "$what: dm-integrity over dm-log-writes did not open"
+	"$prog" put /dev/mapper/lbs-torn "$off" "$ss" "$seed" new
+	got=$("$prog" check /dev/mapper/lbs-torn "$off" "$ss" "$seed")
+	[ "$got" = "N$((ss / 16))" ] || fail "$what: the new data reads back as $got"
+	junmap
+	dmsetup remove lbs-tjlw
+	# dm-integrity's writes for the new sector, in the order they were made
+	"$replayer" list "$jlog" each | sed "s/^/   $what: /"
+	# both units at every size: what tears here is dm-integrity's writes, not the sector
+	for unit in 512 4096; do
+		jcopy "$jbase" "$jimg"
+		n=0 ended=0
+		coproc JR { "$replayer" replay "$jlog" "$jimg" each tear="$unit"; }
+		pid=$JR_PID
+		while read -r -u "${JR[0]}" kind a b c _; do
+			case $kind in
+			POINT) tear_at="p$b" last_p=$b ;;
+			TORN1 | TORN)
+				# skipped: no write longer than the unit torn (the point's
+				# state again), or one write alone (TORN1's state again)
+				if [ "$c" = 0 ] || { [ "$kind" = TORN ] && [ "$b" = 1 ]; }; then
+					echo go >&"${JR[1]}"
+					continue
+				fi
+				tear_at="t$a"
+				[ "$kind" = TORN ] || tear_at="w$a"
+				;;
+			END)
+				ended=1
+				break
+				;;
+			*) fail "$what: the replayer said: $kind $a $b" ;;
+			esac
+			jcopy "$jimg" "$jopen"
+			if jmap "$jopen" "$target" "$ss" 2>/dev/null; then
+				got=$("$prog" check /dev/mapper/lbs-torn "$off" "$ss" "$seed")
+				junmap
+			else
+				got=error:open
+				dm_remove lbs-tint
+			fi
+			echo "TORN $target gcm-random-journal $ss $unit $tear_at $got"
+			[ "$tear_at" != "p$last_p" ] || last_got=$got
+			n=$((n + 1))
+			echo go >&"${JR[1]}"
+		done
+		wait "$pid" || fail "$what: the replayer failed"
+		[ "$ended" = 1 ] || fail "$what: the replayer stopped before the end of the log"
+		[ "$n" -gt 0 ] || fail "$what: the replayer made no stop"
+		[ "$last_got" = "N$((ss / 16))" ] ||
+			fail "$what: after the log's last write (entry $last_p) the sector reads $last_got, not the new data"
+		cmp -s -n $((jsz * 512)) "$jimg" "$jdev" ||
+			fail "$what: the log replayed to its end differs from the device (the replayer or the log is wrong)"
+		tears=$((tears + n))
+	done
+}
+
 for target in crypt crypt_lbs; do
 	max=4096
 	[ "$target" = crypt ] || max=$(bound)
@@ -66,6 +179,9 @@ for target in crypt crypt_lbs; do
 			fail "dm-integrity (D, block_size $ss, tags on $meta) was refused: $(dmesg | tail -n 3 | tr '\n' ' ')"
 		tear "$target" gcm-random "$ss" 'capi:gcm(aes)-random' "$key32" /dev/mapper/lbs-tint integrity:28:aead
 		dmsetup remove lbs-tint
+		# the journalled case at 4096 in make check, at every size with LBS_TORN_FULL=1
+		[ "$ss" = 4096 ] || [ "${LBS_TORN_FULL:-0}" = 1 ] || continue
+		jtear "$target" "$ss"
 	done
 	ok "$target: every mode and sector size from 1024 to $max torn under 512- and 4096-byte units"
 done

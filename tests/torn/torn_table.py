@@ -6,14 +6,19 @@ tests/guest/torn.sh prints one line per tear:
     TORN <target> <mode> <sector size> <unit> <tear> <blocks>
 
 <tear> says which units of the sector were new ("n1o7": the first new, seven old),
-<blocks> what each 16-byte block read back ("O256N16X1": old, new, neither), or
-"error:<name>" when the read failed. Each tear gets a verdict:
+or, for dm-integrity's journalled mode (torn below it, in the writes it makes),
+where the power failed: "p12" after its first 12 writes, "w12" so and the 13th
+torn, "t12" so and all the writes up to the next flush torn. <blocks> says what each 16-byte block read back
+("O256N16X1": old, new, neither), or "error:<name>" when the read failed ("error:open": dm-integrity did not open
+the device). Each
+tear gets a verdict:
 
     as-torn      every block reads as the unit it lies in was left (old or new)
     as-torn+cbc  so, but for the first block of each unit whose age differs from
                  the unit before it, which reads neither (CBC's chaining)
     garbled      (almost) nothing reads old or new: at most one block in 16
-    fails        the read fails (<name>)
+    fails        the read fails (<name>); fails-t so, at a t<n> tear
+    whole        (journalled) every block reads old, or every block new
     other        none of these (counted, and shown by `cases`)
 
 A case (target, mode, sector size, unit) is the set of its tears' verdicts. The
@@ -44,16 +49,19 @@ MODES = OrderedDict([
     ("cbc-essiv", "``aes-cbc-essiv:sha256``"),
     ("cbc-elephant", "``aes-cbc-elephant``"),
     ("gcm-random", "``capi:gcm(aes)-random``, ``integrity:28:aead`` (dm-integrity ``D``)"),
+    ("gcm-random-journal", "``capi:gcm(aes)-random``, ``integrity:28:aead`` (dm-integrity ``J``)"),
 ])
+JOURNALLED = "gcm-random-journal"  # torn below dm-integrity, not in the sector
 TARGETS = ("crypt", "crypt_lbs")
 WORDS = {
     "as-torn": "each unit reads as it was left, old or new",
     "as-torn+cbc": "each unit as it was left, but the first 16 bytes after each "
                    "old/new boundary read neither",
     "garbled": "the whole sector reads neither old nor new",
+    "whole": "the whole sector reads old or the whole sector new, never a mix",
     "other": "other (see ``torn_table.py cases``)",
 }
-LINE = re.compile(r"^TORN (\S+) (\S+) (\d+) (\d+) ((?:[on]\d+)+) ((?:[ONX]\d+)+|error:\S+)\s*$")
+LINE = re.compile(r"^TORN (\S+) (\S+) (\d+) (\d+) ((?:[on]\d+)+|[ptw]\d+) ((?:[ONX]\d+)+|error:\S+)\s*$")
 
 
 class Bad(Exception):
@@ -70,14 +78,18 @@ def expand(coded, letters):
 def verdict(ss, unit, tear, blocks):
     """The verdict of one tear and its bytes (old, new, neither)."""
     if blocks.startswith("error:"):
-        return "fails " + blocks[len("error:"):], (0, 0, 0)
-    ages = expand(tear, "on")
+        return ("fails-t " if tear[0] == "t" else "fails ") + blocks[len("error:"):], (0, 0, 0)
     got = expand(blocks, "ONX")
-    per_unit = unit // BLOCK
-    if len(ages) != ss // unit or len(got) != ss // BLOCK:
-        raise Bad("a tear of %d units or %d blocks, not %d and %d" %
-                  (len(ages), len(got), ss // unit, ss // BLOCK))
+    if len(got) != ss // BLOCK:
+        raise Bad("%d blocks in a %d-byte sector" % (len(got), ss))
     counts = (got.count("O") * BLOCK, got.count("N") * BLOCK, got.count("X") * BLOCK)
+    if tear[0] in "ptw":
+        return ("whole" if len(set(got)) == 1 and got[0] != "X" else
+                "garbled" if got.count("X") * 16 >= len(got) * 15 else "other"), counts
+    ages = expand(tear, "on")
+    per_unit = unit // BLOCK
+    if len(ages) != ss // unit:
+        raise Bad("a tear of %d units, not %d" % (len(ages), ss // unit))
     want = "".join(("N" if a == "n" else "O") * per_unit for a in ages)
     if got == want:
         return "as-torn", counts
@@ -107,6 +119,9 @@ def read_logs(paths):
                 target, mode, ss, unit, tear, blocks = m.groups()
                 if target not in TARGETS or mode not in MODES:
                     raise Bad("%s: unknown target or mode: %s %s" % (path, target, mode))
+                if (mode == JOURNALLED) != (tear[0] in "ptw"):
+                    raise Bad("%s: %s tears are %s: %s" % (path, mode, "p<n>, w<n> or t<n>" if mode == JOURNALLED
+                                                         else "units old and new", raw.strip()[:120]))
                 key = (target, mode, int(ss), int(unit))
                 v, counts = verdict(key[2], key[3], tear, blocks)
                 cases[key][v] += 1
@@ -122,7 +137,12 @@ def read_logs(paths):
 def words(verdicts):
     parts = []
     for v in sorted(verdicts):
-        if v.startswith("fails "):
+        if v.startswith("fails-t "):
+            parts.append("the read fails (%s) when all the writes up to the next flush "
+                         "tear at once (t)" % v[len("fails-t "):])
+        elif v == "fails open":
+            parts.append("dm-integrity does not open the device")
+        elif v.startswith("fails "):
             parts.append("the read fails (%s)" % v[len("fails "):])
         else:
             parts.append(WORDS[v])

@@ -3,7 +3,8 @@
 
 Each TORN line below is written by hand from what the mode does (XTS: each block
 on its own; CBC: a block is chained to the one before; a diffuser over the whole
-sector; an authenticated read that fails), not by torn_table.py. The check must
+sector; an authenticated read that fails; a journal that leaves a sector old or
+new, whole), not by torn_table.py. The check must
 pass the document made from them, and fail each planted fault: a tear that reads
 otherwise than its table row, stock and ours apart, a table row that says
 otherwise, a stale table. Run by make rig-host-test.
@@ -31,6 +32,14 @@ TORN crypt cbc-essiv 1024 512 n1o1 N32X1O31
 TORN crypt_lbs cbc-essiv 1024 512 o1n1 O32X1N31
 TORN crypt_lbs cbc-elephant 1024 512 n1o1 X64
 TORN crypt_lbs gcm-random 1024 512 n1o1 error:EILSEQ
+TORN crypt gcm-random-journal 1024 512 p3 O64
+TORN crypt gcm-random-journal 1024 512 t3 N64
+TORN crypt_lbs gcm-random-journal 1024 512 p3 O64
+TORN crypt_lbs gcm-random-journal 1024 512 t3 N64
+TORN crypt gcm-random-journal 1024 512 w0 O64
+TORN crypt_lbs gcm-random-journal 1024 512 w0 O64
+TORN crypt gcm-random-journal 1024 512 t0 error:EILSEQ
+TORN crypt_lbs gcm-random-journal 1024 512 t0 error:EILSEQ
 """
 FAILED = 0
 
@@ -62,7 +71,10 @@ def main():
                     "     - each unit as it was left, but the first 16 bytes",
                     "``aes-cbc-elephant``\n     - 512\n     - -\n     - 1024\n"
                     "     - the whole sector reads neither old nor new",
-                    "     - 1024\n     - the read fails (EILSEQ)"):
+                    "     - 1024\n     - the read fails (EILSEQ)",
+                    "(dm-integrity ``J``)\n     - 512\n     - 1024\n     - 1024\n"
+                    "     - the read fails (EILSEQ) when all the writes up to the next flush tear at once (t); "
+                    "the whole sector reads old or the whole sector new, never a mix"):
             expect("the table has: %s" % row.split("\n")[0], row in text, text)
         expect("the text around the markers is kept", text.startswith("Torn writes\n\n")
                and text.endswith("\nafter\n"), text)
@@ -77,6 +89,12 @@ def main():
             "a read that fails where the table says it does not": GOOD.replace(
                 "TORN crypt_lbs cbc-elephant 1024 512 n1o1 X64", "TORN crypt_lbs cbc-elephant 1024 512 n1o1 error:EIO"),
             "a case the table lacks": GOOD + "TORN crypt_lbs xts-plain64 4096 512 n1o7 N32O224\n",
+            "a journalled sector that reads half old, half new": GOOD.replace(
+                "TORN crypt_lbs gcm-random-journal 1024 512 t3 N64", "TORN crypt_lbs gcm-random-journal 1024 512 t3 O32N32"),
+            "a journalled sector that fails at a w tear": GOOD.replace(
+                "TORN crypt_lbs gcm-random-journal 1024 512 w0 O64", "TORN crypt_lbs gcm-random-journal 1024 512 w0 error:EILSEQ"),
+            "a journalled sector that does not open": GOOD.replace(
+                "TORN crypt_lbs gcm-random-journal 1024 512 t3 N64", "TORN crypt_lbs gcm-random-journal 1024 512 t3 error:open"),
         }
         for what, lines in planted.items():
             bad = os.path.join(tmp, "bad.lines")
@@ -91,7 +109,10 @@ def main():
                rc == 1 and "another table" in out, out)
 
         for what, line in (("a line that is not a tear", "TORN crypt xts-plain64 1024 512 n1o1\n"),
-                           ("a tear of the wrong size", "TORN crypt xts-plain64 1024 512 n1o2 N32O64\n")):
+                           ("a tear of the wrong size", "TORN crypt xts-plain64 1024 512 n1o2 N32O64\n"),
+                           ("a journal's tear in a unit mode", "TORN crypt xts-plain64 1024 512 p3 N64\n"),
+                           ("a unit tear in the journalled mode",
+                            "TORN crypt gcm-random-journal 1024 512 n1o1 N64\n")):
             bad = os.path.join(tmp, "bad.lines")
             open(bad, "w").write(line)
             rc, out = run("table", bad)

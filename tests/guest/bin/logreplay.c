@@ -3,10 +3,11 @@
  * logreplay: replay a dm-log-writes log onto an image, stopping at its flush,
  * FUA and mark points so that a caller can check the image at each one.
  *
- *   logreplay list LOG
+ *   logreplay list LOG [each]
  *     One line: "LOG entries <n> writes <w> flushes <f> fuas <u> marks <m>
  *     discards <d> points <p> bytes <b> sectorsize <s>", where a point is an
- *     entry with the flush, FUA or mark flag.
+ *     entry with the flush, FUA or mark flag; with each, first a line per
+ *     entry: "ENTRY <entry> <sector> <sectors> <flags> <mark or ->".
  *
  *   logreplay replay LOG IMAGE [OPTION...]
  *     Write the log's entries in order to IMAGE (a file or block device laid
@@ -17,6 +18,12 @@
  *     anything else (or EOF) stops. At the end print "END <entries> <points>".
  *     Options:
  *       every=K     stop at every K-th point only (and at the last one)
+ *       each        make every entry a point, plain writes too (flags "-"):
+ *                   a power failure may come after any write; and stop
+ *                   first before the first entry, as "POINT 0 0 - -".
+ *                   With tear=, each point first gets a stop with only the
+ *                   next write torn (the one in flight: "TORN1", as TORN),
+ *                   then the stop of tear=
  *       drop=K      a control: lose the writes logged before every K-th flush
  *                   (those the device had acknowledged as flushed), as a
  *                   target that broke its flush promise would leave them
@@ -56,6 +63,7 @@
 #define F_DISCARD 4u
 #define F_MARK 8u
 #define POINT_FLAGS (F_FLUSH | F_FUA | F_MARK)
+#define ALL_POINTS 0		/* option each: every entry is a point */
 
 struct entry {
 	uint64_t sector, nr, flags, len;
@@ -183,7 +191,7 @@ static void flag_letters(uint64_t flags, char *out)
 	*p = 0;
 }
 
-static int list(void)
+static int list(int each)
 {
 	uint64_t i, writes = 0, flushes = 0, fuas = 0, marks = 0, discards = 0, points = 0, bytes = 0;
 	off_t pos = ss;
@@ -191,6 +199,14 @@ static int list(void)
 
 	for (i = 0; i < nr_entries; i++) {
 		next_entry(&pos, &e);
+		if (each) {
+			char flags[8];
+
+			flag_letters(e.flags, flags);
+			printf("ENTRY %llu %llu %llu %s %s\n", (unsigned long long)i + 1,
+			       (unsigned long long)e.sector, (unsigned long long)e.nr, flags,
+			       e.mark[0] ? e.mark : "-");
+		}
 		flushes += !!(e.flags & F_FLUSH);
 		fuas += !!(e.flags & F_FUA);
 		marks += !!(e.flags & F_MARK);
@@ -250,10 +266,11 @@ static int wait_go(void)
 }
 
 /*
- * Lay the writes from entry index `from` up to the next flush torn: every
- * other unit new.  Wait for the caller, then put the old contents back.
+ * Lay the writes from entry index `from` up to the next flush torn (only the
+ * first of them when `one`): every other unit new.  Wait for the caller, then
+ * put the old contents back.
  */
-static int torn(int img, off_t pos, uint64_t from, uint64_t point, size_t unit)
+static int torn(int img, off_t pos, uint64_t from, uint64_t point, size_t unit, int one)
 {
 	uint64_t i, writes = 0, torn_writes = 0, kept_old = 0;
 	struct saved { off_t at; size_t len; unsigned char *old; } *saved = NULL;
@@ -290,10 +307,10 @@ static int torn(int img, off_t pos, uint64_t from, uint64_t point, size_t unit)
 			read_at(log_fd, buffer(ulen), ulen, e.data + (off_t)(u * unit), "an entry's data");
 			write_at(img, buf, ulen, (off_t)(e.sector * ss + u * unit));
 		}
-		if (e.flags & F_FLUSH)
+		if ((e.flags & F_FLUSH) || one)
 			break;
 	}
-	printf("TORN %llu %llu %llu %llu\n", (unsigned long long)point,
+	printf("%s %llu %llu %llu %llu\n", one ? "TORN1" : "TORN", (unsigned long long)point,
 	       (unsigned long long)writes, (unsigned long long)torn_writes,
 	       (unsigned long long)kept_old);
 	go = wait_go();
@@ -306,9 +323,15 @@ static int torn(int img, off_t pos, uint64_t from, uint64_t point, size_t unit)
 	return go;
 }
 
+static int is_point(const struct entry *e, uint64_t point_flags)
+{
+	return point_flags == ALL_POINTS || (e->flags & point_flags);
+}
+
 static int replay(const char *image, int argc, char **argv)
 {
 	uint64_t i, every = 1, drop = 0, points = 0, last_point = 0, flushes = 0, pending = 0;
+	uint64_t point_flags = POINT_FLAGS;
 	size_t unit = 0;
 	off_t pos = ss, seg_start;
 	struct entry e;
@@ -322,13 +345,16 @@ static int replay(const char *image, int argc, char **argv)
 			drop = strtoull(argv[n] + 5, NULL, 10);
 		else if (!strncmp(argv[n], "tear=", 5))
 			unit = strtoull(argv[n] + 5, NULL, 10);
+		else if (!strcmp(argv[n], "each"))
+			point_flags = ALL_POINTS;
 		else {
 			fprintf(stderr, "logreplay: unknown option %s\n", argv[n]);
 			return 2;
 		}
 	}
-	if (!every || (unit && (unit < 512 || unit % 512))) {
-		fprintf(stderr, "logreplay: every= must be at least 1, tear= a multiple of 512\n");
+	if (!every || (unit && (unit < 512 || unit % 512)) || (drop && point_flags == ALL_POINTS)) {
+		fprintf(stderr,
+			"logreplay: every= must be at least 1, tear= a multiple of 512; drop= goes without each\n");
 		return 2;
 	}
 	img = open(image, O_RDWR);
@@ -337,7 +363,7 @@ static int replay(const char *image, int argc, char **argv)
 	/* the last point, so that it is always one to stop at */
 	for (i = 0; i < nr_entries; i++) {
 		next_entry(&pos, &e);
-		if (e.flags & POINT_FLAGS)
+		if (is_point(&e, point_flags))
 			last_point = ++points;
 	}
 	pos = ss;
@@ -347,6 +373,13 @@ static int replay(const char *image, int argc, char **argv)
 	 * positions in the log) and applied or lost when the flush comes.
 	 */
 	seg_start = pos;
+	/* each: the image before the first entry is a point too (0) */
+	if (point_flags == ALL_POINTS) {
+		printf("POINT 0 0 - -\n");
+		if (!wait_go() || (unit && (!torn(img, pos, 0, 0, unit, 1) ||
+					     !torn(img, pos, 0, 0, unit, 0))))
+			goto out;
+	}
 	for (i = 0; i < nr_entries; i++) {
 		off_t here = pos;
 
@@ -372,7 +405,7 @@ static int replay(const char *image, int argc, char **argv)
 		}
 		if (!drop || (e.flags & F_FLUSH))
 			apply(img, &e);
-		if (!(e.flags & POINT_FLAGS))
+		if (!is_point(&e, point_flags))
 			continue;
 		points++;
 		if (points % every && points != last_point)
@@ -382,7 +415,10 @@ static int replay(const char *image, int argc, char **argv)
 		       (unsigned long long)i + 1, flags, e.mark[0] ? e.mark : "-");
 		if (!wait_go())
 			goto out;
-		if (unit && !drop && !torn(img, pos, i + 1, points, unit))
+		if (unit && !drop && point_flags == ALL_POINTS &&
+		    !torn(img, pos, i + 1, points, unit, 1))
+			goto out;
+		if (unit && !drop && !torn(img, pos, i + 1, points, unit, 0))
 			goto out;
 	}
 	printf("END %llu %llu\n", (unsigned long long)nr_entries, (unsigned long long)points);
@@ -396,14 +432,14 @@ out:
 
 int main(int argc, char **argv)
 {
-	if (argc >= 3 && !strcmp(argv[1], "list")) {
+	if ((argc == 3 || (argc == 4 && !strcmp(argv[3], "each"))) && !strcmp(argv[1], "list")) {
 		open_log(argv[2]);
-		return list();
+		return list(argc == 4);
 	}
 	if (argc >= 4 && !strcmp(argv[1], "replay")) {
 		open_log(argv[2]);
 		return replay(argv[3], argc - 4, argv + 4);
 	}
-	fprintf(stderr, "usage: logreplay list LOG | logreplay replay LOG IMAGE [every=K] [drop=K] [tear=UNIT]\n");
+	fprintf(stderr, "usage: logreplay list LOG [each] | logreplay replay LOG IMAGE [every=K] [drop=K] [each] [tear=UNIT]\n");
 	return 2;
 }

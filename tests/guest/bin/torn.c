@@ -23,6 +23,14 @@
  * Exit 0 when every tear was tried, 1 on a failure of the set-up (said on
  * stderr: the ciphertext of some unit did not change, a read or write of the
  * device failed), 2 on bad usage.
+ *
+ * For tears that happen below the mapping (dm-integrity's journal, replayed by
+ * tests/guest/bin/logreplay.c), the same data in two steps:
+ *
+ *   torn put MAPPED OFFSET SECTOR SEED old|new
+ *     write the old or the new data of SEED to the sector and flush
+ *   torn check MAPPED OFFSET SECTOR SEED
+ *     read the sector and print its <blocks> as above, one line
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -81,22 +89,16 @@ static void rle(const char *items, size_t n)
 	}
 }
 
-static void tear(const unsigned char *is_new)
+/* read the sector through the mapping and print what each block holds */
+static void print_blocks(void)
 {
-	char units_str[65536 / 512 + 1], blocks[65536 / BLOCK];
-	size_t i, b;
+	char blocks[65536 / BLOCK];
+	size_t b;
 
-	for (i = 0; i < units; i++) {
-		memcpy(torn + i * unit, (is_new[i] ? new_cipher : old_cipher) + i * unit, unit);
-		units_str[i] = is_new[i] ? 'n' : 'o';
-	}
-	io(1, raw, "the torn write to the raw device", torn);
-	printf("TORN ");
-	rle(units_str, units);
 	if (pread(mapped, got, sector, offset) != (ssize_t)sector) {
 		int err = errno;
 
-		printf(" error:%s\n",
+		printf("error:%s\n",
 		       err == EILSEQ ? "EILSEQ" : err == EIO ? "EIO" : strerror(err));
 		return;
 	}
@@ -110,9 +112,24 @@ static void tear(const unsigned char *is_new)
 		else
 			blocks[b] = 'X';
 	}
-	putchar(' ');
 	rle(blocks, sector / BLOCK);
 	putchar('\n');
+}
+
+static void tear(const unsigned char *is_new)
+{
+	char units_str[65536 / 512 + 1];
+	size_t i;
+
+	for (i = 0; i < units; i++) {
+		memcpy(torn + i * unit, (is_new[i] ? new_cipher : old_cipher) + i * unit, unit);
+		units_str[i] = is_new[i] ? 'n' : 'o';
+	}
+	io(1, raw, "the torn write to the raw device", torn);
+	printf("TORN ");
+	rle(units_str, units);
+	putchar(' ');
+	print_blocks();
 }
 
 /* new units [from, to), the others old */
@@ -125,47 +142,98 @@ static void tear_range(unsigned char *mask, size_t from, size_t to)
 	tear(mask);
 }
 
-int main(int argc, char **argv)
+/* the old and the new data of SEED; returns the generator's state for more */
+static uint64_t make_data(unsigned long long seed)
 {
-	unsigned char mask[65536 / 512];
-	unsigned long long seed;
-	size_t i, k, q;
-	uint64_t rnd;
+	uint64_t rnd = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+	size_t i;
 
-	if (argc != 7) {
-		fprintf(stderr, "usage: torn MAPPED RAW OFFSET SECTOR UNIT SEED\n");
-		return 2;
-	}
-	offset = strtoll(argv[3], NULL, 0);
-	sector = strtoul(argv[4], NULL, 0);
-	unit = strtoul(argv[5], NULL, 0);
-	seed = strtoull(argv[6], NULL, 0);
-	if (sector < 1024 || sector > 65536 || unit < 512 || unit >= sector ||
-	    sector % unit || offset < 0 || offset % sector) {
-		fprintf(stderr, "torn: SECTOR from 1024 to 65536; UNIT from 512, below SECTOR "
-			"and dividing it; OFFSET a multiple of SECTOR\n");
-		return 2;
-	}
-	units = sector / unit;
-	mapped = open(argv[1], O_RDWR | O_DIRECT);
-	raw = open(argv[2], O_RDWR | O_DIRECT);
-	if (mapped < 0 || raw < 0) {
-		fprintf(stderr, "torn: cannot open %s: %s\n", argv[mapped < 0 ? 1 : 2],
-			strerror(errno));
-		return 1;
-	}
 	old_plain = alloc_sector();
 	new_plain = alloc_sector();
-	old_cipher = alloc_sector();
-	new_cipher = alloc_sector();
-	torn = alloc_sector();
 	got = alloc_sector();
-	rnd = seed * 6364136223846793005ULL + 1442695040888963407ULL;
 	for (i = 0; i < sector; i++) {
 		rnd = rnd * 6364136223846793005ULL + 1442695040888963407ULL;
 		old_plain[i] = rnd >> 56;
 		new_plain[i] = old_plain[i] ^ 0xff;
 	}
+	return rnd;
+}
+
+/* SECTOR from 1024 to 65536, OFFSET a multiple of it; false (said) when not */
+static int geometry(const char *off, const char *size)
+{
+	offset = strtoll(off, NULL, 0);
+	sector = strtoul(size, NULL, 0);
+	if (sector < 1024 || sector > 65536 || (sector & (sector - 1)) || offset < 0 ||
+	    offset % sector) {
+		fprintf(stderr, "torn: SECTOR a power of two from 1024 to 65536, OFFSET a multiple of it\n");
+		return 0;
+	}
+	return 1;
+}
+
+static int open_mapped(const char *path)
+{
+	mapped = open(path, O_RDWR | O_DIRECT);
+	if (mapped < 0)
+		fprintf(stderr, "torn: cannot open %s: %s\n", path, strerror(errno));
+	return mapped >= 0;
+}
+
+/* torn put|check MAPPED OFFSET SECTOR SEED [old|new] */
+static int two_step(int argc, char **argv)
+{
+	int put = !strcmp(argv[1], "put");
+
+	if (argc != (put ? 7 : 6) || (put && strcmp(argv[6], "old") && strcmp(argv[6], "new"))) {
+		fprintf(stderr, "usage: torn put MAPPED OFFSET SECTOR SEED old|new\n"
+			"       torn check MAPPED OFFSET SECTOR SEED\n");
+		return 2;
+	}
+	if (!geometry(argv[3], argv[4]))
+		return 2;
+	if (!open_mapped(argv[2]))
+		return 1;
+	make_data(strtoull(argv[5], NULL, 0));
+	if (put)
+		io(1, mapped, "the write through the mapping",
+		   strcmp(argv[6], "old") ? new_plain : old_plain);
+	else
+		print_blocks();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned char mask[65536 / 512];
+	size_t i, k, q;
+	uint64_t rnd;
+
+	if (argc > 1 && (!strcmp(argv[1], "put") || !strcmp(argv[1], "check")))
+		return two_step(argc, argv);
+	if (argc != 7) {
+		fprintf(stderr, "usage: torn MAPPED RAW OFFSET SECTOR UNIT SEED\n");
+		return 2;
+	}
+	if (!geometry(argv[3], argv[4]))
+		return 2;
+	unit = strtoul(argv[5], NULL, 0);
+	if (unit < 512 || unit >= sector || sector % unit) {
+		fprintf(stderr, "torn: UNIT from 512, below SECTOR and dividing it\n");
+		return 2;
+	}
+	units = sector / unit;
+	if (!open_mapped(argv[1]))
+		return 1;
+	raw = open(argv[2], O_RDWR | O_DIRECT);
+	if (raw < 0) {
+		fprintf(stderr, "torn: cannot open %s: %s\n", argv[2], strerror(errno));
+		return 1;
+	}
+	rnd = make_data(strtoull(argv[6], NULL, 0));
+	old_cipher = alloc_sector();
+	new_cipher = alloc_sector();
+	torn = alloc_sector();
 	io(1, mapped, "the old write through the mapping", old_plain);
 	io(0, raw, "the old ciphertext's read", old_cipher);
 	io(1, mapped, "the new write through the mapping", new_plain);
