@@ -8,6 +8,8 @@
 #   make bench     the benchmarks (qemu/bench; BENCH_ARGS=--full; not part of check)
 #   make harden    the debug kernel: suite, fuzzing, pressure, faults (qemu/harden; not part of check)
 #   make cryptsetup-tests  cryptsetup's own tests, stock against ours (qemu/cryptsetup-tests)
+#   make stacking  what stacks on a large-sector volume, on arm64-64k (lbscrypt.rst's table)
+#   make systemd-check  /etc/lbscrypttab volumes opened at boot by systemd as PID 1, on arm64-64k
 #   make deb       the Debian packages (packaging/deb.mk)
 #   make tools-test  the host unit tests alone
 #   make fetch-check  download every package a fresh machine needs into an empty cache
@@ -27,7 +29,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod engine bench bench-smoke cryptsetup-tests harden check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps kernels kmod engine bench bench-smoke cryptsetup-tests harden stacking systemd-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -76,6 +78,15 @@ CSTEST_ARGS ?= --subset
 cryptsetup-tests: deps $(GUEST_TOOLS)
 	@qemu/cryptsetup-tests $(CSTEST_ARGS) $(CSTEST_KERNELS)
 
+# make stacking: tests/guest/stacking.sh alone on arm64-64k, the cells of
+# lbscrypt.rst's table of what stacks on a large-sector volume (make harden runs
+# it too, on the debug kernel). The guest's log: build/stacking/arm64-64k.log.
+stacking: deps $(GUEST_TOOLS)
+	@qemu/lib/kernel arm64-64k >/dev/null && qemu/lib/build-kmod arm64-64k >/dev/null
+	@mkdir -p $(BUILD)/stacking && set -o pipefail && \
+		qemu/run arm64-64k --module lbscrypt --timeout 900 -- bash /lbs/tests/guest/suite.sh stacking \
+		| tee $(BUILD)/stacking/arm64-64k.log
+
 bench-smoke: kmod engine
 	@qemu/bench --smoke $(SMOKE_KERNEL)
 
@@ -103,6 +114,13 @@ kmod-lint: kernels
 initramfs-check: kernels deb
 	@tests/initramfs-check
 
+# Volumes of /etc/lbscrypttab opened at boot by Debian's systemd as PID 1 on
+# arm64-64k (tests/systemd-check): a key file at sector size 65536, a passphrase
+# answered by a password agent, a wrong key with check= and nofail; the disks read
+# back on the host after the shutdown. Logs in build/systemd-check/.
+systemd-check: deps deb
+	@tests/systemd-check
+
 # make harden: the whole guest suite, the table fuzzer, memory pressure, crypto
 # faults and lifecycle tests on the debug kernel (qemu/harden; LBS_HARDEN_TABLES
 # for a longer run). Writes build/harden/summary.json. Not part of check.
@@ -125,9 +143,9 @@ tools-fuzz: tools-asan-build
 	@python3 tests/harden/argfuzz.py $(TOOLS_BUILD_DIR)/asan/lbscrypt --count $(ARGFUZZ_COUNT) \
 		--json $(BUILD)/argfuzz.json
 
-SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init \
+SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init qemu/rootfs/systemd/lbs-command \
 	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/rig-test tests/fetch-check \
-		tests/rig-host-test tests/dkms-check tests/deb-check tests/initramfs-check packaging/build-deb \
+		tests/rig-host-test tests/dkms-check tests/deb-check tests/initramfs-check tests/systemd-check packaging/build-deb \
 		tools/cmake/manpage.sh tools/initramfs/hook tools/initramfs/local-top) .ci/run
 
 lint-shell:

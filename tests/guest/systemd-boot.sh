@@ -1,0 +1,120 @@
+#!/bin/bash
+# systemd-boot.sh TOKEN: the guest half of tests/systemd-check, run by the
+# systemd rootfs's lbs-command.service once multi-user.target is reached
+# (qemu/run --init systemd). The host made three disks and this guest's
+# /etc/lbscrypttab, /etc/fstab, key files and password agent (see
+# tests/systemd-check); each volume's filesystem holds /token, "VOLUME TOKEN".
+# Checks what the boot left, one line per check; then writes /written to lbsdata
+# (the host reads it back after the shutdown) and stops lbspass by hand.
+set -euo pipefail
+# shellcheck source=tests/guest/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+[ $# -eq 1 ] || fail "usage: systemd-boot.sh TOKEN"
+token=$1
+
+# check WHAT COMMAND...: ok when COMMAND succeeds, else a soft failure naming
+# what was checked; verdict WHAT STATUS: the same for a status found before
+check() {
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else soft_fail "$what"; fi
+}
+verdict() {
+	if [ "$2" = 0 ]; then ok "$1"; else soft_fail "$1"; fi
+}
+# prop UNIT PROPERTY: one property of a unit, as systemctl show prints it
+prop() {
+	systemctl show -P "$2" "$1"
+}
+
+# --- PID 1 and the boot
+pid1=$(readlink /proc/1/exe)
+[[ $pid1 == */systemd ]] || fail "PID 1 is $pid1, not systemd: this test needs qemu/run --init systemd"
+ok "PID 1 is $pid1 ($(systemctl --version | sed -n 1p))"
+check "multi-user.target is active" [ "$(systemctl is-active multi-user.target)" = active ]
+# a nofail volume is not waited for by multi-user.target: wait for the boot's
+# last job (lbswrong's) before judging what failed
+state=$(timeout 180 systemctl is-system-running --wait || true)
+failed_units=$(systemctl list-units --failed --plain --no-legend | awk '{ print $1 }' | tr '\n' ' ' || true)
+echo "   system state '$state'; failed units: ${failed_units:-none}"
+check "the one failed unit is lbscrypt@lbswrong.service (failed: ${failed_units:-none})" \
+	[ "$failed_units" = "lbscrypt@lbswrong.service " ]
+check "the system is 'degraded' by that failure alone (is-system-running: $state)" [ "$state" = degraded ]
+multi=$(prop multi-user.target ActiveEnterTimestampMonotonic)
+
+# --- the module: ours, loaded by the units (modprobe@dm_crypt_lbs), never stock
+check "dm_crypt_lbs is loaded (modprobe@dm_crypt_lbs.service: $(systemctl is-active modprobe@dm_crypt_lbs.service || true))" \
+	[ -d /sys/module/dm_crypt_lbs ]
+check "the in-tree dm_crypt is not loaded" [ ! -d /sys/module/dm_crypt ]
+check "the crypt target is 1.30.0 ($(target_version crypt))" [ "$(target_version crypt)" = v1.30.0 ]
+check "dm_crypt_lbs is where DKMS installs it ($(modinfo -n dm_crypt_lbs 2>&1))" \
+	[ "$(modinfo -n dm_crypt_lbs 2>&1)" = "/lib/modules/$(uname -r)/updates/dkms/dm-crypt-lbs.ko" ]
+
+# volume NAME SECTOR MOUNTPOINT: the volume is open through ours at SECTOR, its
+# unit the generator's, its filesystem mounted with the host's token, all before
+# multi-user.target was reached
+volume() {
+	local name=$1 sector=$2 mnt=$3 unit="lbscrypt@$1.service" mount table got source rc
+	mount=$(systemd-escape -p --suffix=mount "$mnt")
+	check "$unit is active ($(systemctl is-active "$unit" || true))" [ "$(systemctl is-active "$unit" || true)" = active ]
+	check "$unit was made by the generator ($(prop "$unit" FragmentPath))" \
+		[ "$(prop "$unit" FragmentPath)" = "/run/systemd/generator/$unit" ]
+	table=$(dmsetup table "$name" 2>&1 || true)
+	rc=1
+	if [[ $table == *" crypt aes-xts-plain64 "*" sector_size:$sector"* ]]; then rc=0; fi
+	verdict "$name's table is crypt aes-xts-plain64 with sector_size:$sector ($table)" "$rc"
+	check "/dev/mapper/$name is a link udev made to $(dm_blkdev "$name")" \
+		[ "$(readlink -f "/dev/mapper/$name")" = "$(dm_blkdev "$name")" ]
+	got=$(blockdev --getss "/dev/mapper/$name" 2>&1 || true)
+	check "/dev/mapper/$name's logical block size is $sector ($got)" [ "$got" = "$sector" ]
+	source=$(findmnt -n -o SOURCE,FSTYPE "$mnt" 2>&1 || true)
+	check "$mnt is mounted from /dev/mapper/$name as ext4 ($source)" [ "$source" = "/dev/mapper/$name ext4" ]
+	got=$(cat "$mnt/token" 2>&1 || true)
+	check "$mnt/token is the host's ('$got')" [ "$got" = "${name#lbs} $token" ]
+	local opened mounted
+	opened=$(prop "$unit" ActiveEnterTimestampMonotonic)
+	mounted=$(prop "$mount" ActiveEnterTimestampMonotonic)
+	rc=1
+	if [ "$opened" -gt 0 ] && [ "$opened" -le "$mounted" ] && [ "$mounted" -le "$multi" ]; then rc=0; fi
+	verdict "$name was open (at ${opened} us) and $mount mounted (at ${mounted} us) before multi-user.target was reached (at ${multi} us)" "$rc"
+}
+volume lbsdata 65536 /srv/data
+volume lbspass 16384 /srv/pass
+
+# --- the passphrase: asked through systemd-ask-password, answered by the agent
+agent=$(journalctl -b -o cat -u lbs-askagent.service 2>&1 || true)
+want="askagent: answered 'Passphrase for lbscrypt volume lbspass (/dev/disk/by-id/virtio-lbspass):' (Id=lbscrypt:lbspass)"
+check "the agent answered lbspass's question: $(grep -F "answered" <<<"$agent" || echo "no answer in its journal: $agent")" \
+	grep -qxF "$want" <<<"$agent"
+check "the agent answered once (the first answer was right)" [ "$(grep -c 'askagent: answered' <<<"$agent")" = 1 ]
+
+# --- the wrong key: the unit fails with the check's message, the boot goes on
+unit=lbscrypt@lbswrong.service
+check "$unit failed ($(systemctl is-failed "$unit" || true))" [ "$(systemctl is-failed "$unit" || true)" = failed ]
+msg=$(journalctl -b -o cat -u "$unit" 2>&1 | grep 'lbswrong: check' || true)
+echo "   $unit's journal: $msg"
+want='^lbscrypt: lbswrong: check blkid found no known content on /dev/dm-[0-9]+ [(]exit status [0-9]+[)]: a wrong key or passphrase[?] The mapping was closed[.]$'
+rc=1
+if [[ $msg =~ $want ]]; then rc=0; fi
+verdict "its message says the check found nothing, a wrong key, and the mapping closed" "$rc"
+rc=0
+dmsetup info lbswrong >/dev/null 2>&1 || rc=1
+check "its mapping is gone" [ "$rc" = 1 ]
+rc=0
+findmnt /srv/wrong >/dev/null || rc=1
+check "/srv/wrong (nofail) is not mounted (srv-wrong.mount: $(systemctl is-active srv-wrong.mount || true))" [ "$rc" = 1 ]
+
+# --- a write for the host to read back after the shutdown, and a stop by hand
+echo "written through lbsdata $token" >/srv/data/written
+sync
+systemctl stop srv-pass.mount lbscrypt@lbspass.service || soft_fail "systemctl stop srv-pass.mount lbscrypt@lbspass.service failed"
+rc=1
+if ! dmsetup info lbspass >/dev/null 2>&1 && [ ! -e /dev/mapper/lbspass ]; then rc=0; fi
+verdict "systemctl stop closes lbspass (its unit $(systemctl is-active lbscrypt@lbspass.service || true), no mapping, no /dev/mapper/lbspass)" "$rc"
+echo "   lbsdata is left open: the shutdown closes it"
+
+# --- for the log: the boot's time and what the volumes' units said
+echo "   $(systemd-analyze time 2>&1 | sed -n 1p)"
+journalctl -b -o short-monotonic --no-hostname -u 'lbscrypt@*' -u lbs-askagent.service 2>&1 |
+	tail -n 40 | sed 's/^/   journal| /'
