@@ -238,7 +238,7 @@ def check(doc, cases):
         print("FAIL the logs cover every case of the document, but make another table: "
               "run torn_table.py update")
         bad += 1
-    print("torn: %d cases checked against %s, %d of its cases not run here (page size), %d failed"
+    print("torn: %d cases checked against %s, %d of its cases not run here (above the page size, or left out), %d failed"
           % (len(cases), os.path.basename(doc), len(missing), bad))
     return bad == 0
 
