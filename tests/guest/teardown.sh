@@ -4,8 +4,8 @@
 # both`); with the engine, /lbs/kmod/lbs-engine.ko. LBS_TEARDOWN_CYCLES cycles
 # (default 12; make harden runs 500 on the debug kernel) with each cipher in
 # LBS_TEARDOWN_CIPHERS (default "cpu engine"). A cycle makes the device and starts
-# fio (random direct writes of 16 KiB or one sector, 16 in flight, paced to last
-# about 2 s, then its crc32c verification pass),
+# fio (random direct writes of 16 KiB or one sector, in bursts of 16 in flight
+# paced to last about 2 s, then its crc32c verification pass),
 # then, by turns:
 # - suspend and resume, three times, while fio writes;
 # - reload the same table and resume, while fio writes;
@@ -84,11 +84,13 @@ wait_open() {
 	return 1
 }
 
-# fio's pace: every job's writes last about 2 s whatever the guest's speed, so
-# fio is still writing when the device is seen open and changed (an unpaced
-# job of 8 MiB on a ramdisk can open, write, verify and close between two
-# looks under a loaded host: the cycle would test nothing)
-rate=$(((size_mib << 20) / bs / 2))
+# fio's pace: bursts of 16 writes (the queue full, as unpaced) with a pause
+# after each, so that every job's writes last about 2 s whatever the guest's
+# speed and fio is still writing when the device is seen open and changed (an
+# unpaced job of 8 MiB on a ramdisk, 40 ms, can open, write, verify and close
+# between two looks under a loaded host: the cycle would test nothing;
+# --rate_iops would keep one write in flight)
+pace=(--thinktime=$((2000000 * 16 / ((size_mib << 20) / bs))) --thinktime_blocks=16)
 
 for cipher in $ciphers; do
 	case $cipher in
@@ -110,7 +112,7 @@ for cipher in $ciphers; do
 		op=$((cycle % 3))
 		# a deferred remove takes the device when fio closes it, and fio may
 		# reopen it for its verification pass: that pass runs on a new mapping
-		phase=(--rate_iops="$rate")
+		phase=("${pace[@]}")
 		[ "$op" != 2 ] || phase+=(--do_verify=0)
 		start_fio "$map" "$log" "${phase[@]}"
 		# fio holds the device open before anything is done to it
