@@ -5,7 +5,7 @@
     qemu/lib/harden_summary.py OUT --splats N --status S --seconds N --tables N --seed N --kernel K
 
 Reads the guests' console logs (OUT/*.log: the PRESSURE, FAULTS and LEAKS lines the
-hardening tests print, their FAIL lines), run-guest-tests' report (OUT/suite.txt),
+hardening tests print, their FAIL lines; the results of qemu/harden's own boots), run-guest-tests' report (OUT/suite.txt),
 the fuzz judge's OUT/fuzz.json and the argument fuzzer's OUT/argfuzz.json; writes
 OUT/summary.json and prints it. Exits 1 unless splats, leaks, verify errors,
 unexpected errnos, guest test failures and tool failures are all 0, the run's
@@ -33,8 +33,9 @@ def summarise(out, splats, status, seconds, tables, seed, kernel):
     fuzz = json.loads(read(out / "fuzz.json") or "{}")
     argfuzz = json.loads(read(out / "argfuzz.json") or "{}")
     # run-guest-tests' result lines (a test without a result counts too), and the
-    # results of the two hardening boots
-    boots = read(out / "harden.log") + read(out / "pressure.log")
+    # results of qemu/harden's own boots (the suite's logs are copied beside them)
+    boots = "".join(read(p) for p in sorted(out.glob("*.log"))
+                    if re.fullmatch(r"(harden|pressure|teardown-\w+|logwrites)\.log", p.name))
     failed = len(re.findall(r"^FAIL ", read(out / "suite.txt"), re.M)) + \
         len(re.findall(r"^LBS-RESULT \S+ FAIL", boots, re.M))
     summary = {

@@ -22,6 +22,9 @@ CLEAN = {
                   "LEAKS ours=0 other=0\nLBS-RESULT leakscan PASS 17\n",
     "pressure.log": "boot noise\nok   ss=512: verified\nPRESSURE bytes=50331648 faults=4642\n"
                     "LBS-RESULT pressure PASS 57\nLEAKS ours=0 other=3\n",
+    "teardown-engine.log": "ok   engine cipher: 500 cycles\nLBS-RESULT teardown PASS 3900\n"
+                           "LEAKS ours=0 other=0\nLBS-RESULT leakscan PASS 17\n",
+    "logwrites.log": "LBS-RESULT logwrites PASS 1800\n",
     "fuzz.json": json.dumps({"tables_tried": 5000, "messages_tried": 500, "unexpected_errnos": 0}),
     "argfuzz.json": json.dumps({"runs": 3000, "crash": 0, "sanitizer": 0, "refusal": 0, "timeout": 0}),
 }
@@ -54,6 +57,10 @@ def main():
         ("a kernel report during lifecycle", "harden.log",
          "FAIL lifecycle.sh: kernel report: the kernel logged a bug report\n"
          "LBS-RESULT lifecycle FAIL 30 kernel-report\n", "guest_test_failures", 1),
+        ("a failed teardown boot", "teardown-engine.log", "LBS-RESULT teardown FAIL 300\n",
+         "guest_test_failures", 1),
+        ("a failed log-writes sweep", "logwrites.log", "LBS-RESULT logwrites FAIL 90\n",
+         "guest_test_failures", 1),
         ("a failed suite test", "suite.txt", "FAIL arm64-64k-debug ivlegacy 12s\n",
          "guest_test_failures", 1),
     ]
