@@ -89,7 +89,7 @@ wait_open() {
 			return 0
 		fi
 		if ! kill -0 "$fio_pid" 2>/dev/null; then
-			why="fio ended before $name was seen open"
+			why="fio ended before it was seen holding $name (open, some writes done)"
 			return 1
 		fi
 		sleep 0.1
