@@ -7,9 +7,9 @@
 Reads the guests' console logs (OUT/*.log: the PRESSURE, FAULTS and LEAKS lines the
 hardening tests print, their FAIL lines; the results of qemu/harden's own boots),
 run-guest-tests' report (OUT/suite.txt), the fuzz judge's OUT/fuzz.json and the
-argument fuzzer's OUT/argfuzz.json; writes OUT/summary.json and prints it. Exits 1 unless splats, leaks, verify errors,
-unexpected errnos, guest test failures and tool failures are all 0, the run's
-status S is 0 and at least N tables were fuzzed.
+argument fuzzer's OUT/argfuzz.json; writes OUT/summary.json and prints it. Exits 1
+unless splats, leaks, verify errors, unexpected errnos, guest test failures and tool
+failures are all 0, the run's status S is 0 and at least N tables were fuzzed.
 """
 import argparse
 import json
