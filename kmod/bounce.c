@@ -134,9 +134,10 @@ static bool lbs_bounce_charge(struct lbs_config *cc, unsigned long nr,
 
 	if (limited) {
 		unsigned int devices = max(1U, READ_ONCE(lbs_bounce_nr_devices));
-		long share = READ_ONCE(lbs_bounce_limit) / devices;
+		/* unsigned: a bound of 2^63 pages or more is no bound */
+		unsigned long share = READ_ONCE(lbs_bounce_limit) / devices;
 
-		if (held > share) {
+		if ((unsigned long)held > share) {
 			atomic_long_sub(nr, &cc->bounce_held);
 			return false;
 		}
@@ -184,8 +185,13 @@ static struct page *lbs_try_compound(struct lbs_config *cc,
 
 	if (!lbs_bounce_charge(cc, 1UL << order, true))
 		return NULL;
-	page = alloc_pages(GFP_NOWAIT | __GFP_NORETRY | __GFP_NOWARN |
-			   __GFP_COMP, order);
+	/*
+	 * Never from the emergency reserves: a writer in reclaim that converts
+	 * inline (no_write_workqueue, a zoned device) must not drain them for
+	 * pages the pool can give it one at a time.
+	 */
+	page = alloc_pages(GFP_NOWAIT | __GFP_NOMEMALLOC | __GFP_NORETRY |
+			   __GFP_NOWARN | __GFP_COMP, order);
 	if (!page)
 		lbs_bounce_uncharge(cc, 1UL << order);
 	return page;

@@ -36,6 +36,7 @@
  */
 
 #include <linux/crc32.h>
+#include <linux/fips.h>
 #include <linux/highmem.h>
 #include <linux/kernel.h>
 #include <linux/log2.h>
@@ -227,6 +228,14 @@ static int lbs_iv_lmk_ctr(struct lbs_config *cc, struct dm_target *ti,
 		return lbs_reject(ti, "lmk: loop-AES is defined over CBC only",
 				  "lmk: cipher %s; loop-AES is defined over CBC, and data written with another mode cannot be read back",
 				  crypto_tfm_alg_name(crypto_skcipher_tfm(cc->tfms[0])));
+	/*
+	 * MD5 has no place in FIPS mode.  Where lmk hashes through the "md5"
+	 * shash the crypto API refuses it there; the MD5 library (7.2) does
+	 * not, so refuse it here on every kernel, as dm-crypt does on 7.x.
+	 */
+	if (fips_enabled)
+		return lbs_reject(ti, "lmk: MD5 is not allowed in FIPS mode",
+				  "lmk: refused in FIPS mode (fips=1): loop-AES's IV is MD5");
 	r = lbs_iv_hash_ctr(cc, ti, "lmk", LBS_MD5_SHASH, LBS_LMK_SEED_SIZE);
 	if (r)
 		return r;
