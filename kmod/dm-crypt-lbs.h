@@ -236,11 +236,20 @@ struct lbs_req {
 	struct scatterlist sg_in;
 	struct scatterlist sg_out;
 	u64 iv_sector;
-	bool notified;		/* the backlog's -EINPROGRESS came */
+	atomic_t state;		/* LBS_REQ_*: who has seen what, below */
 	u8 *tag;		/* the sector's tuple in io->tags, or NULL */
 	struct scatterlist sg_aead[4];	/* AEAD: sector, IV, data, tag */
-	struct scatterlist sg_aead_in[3];	/* AEAD write: sector, IV, data */
 };
+
+/*
+ * lbs_req.state: the converter and the driver's completion each set their
+ * bits with one atomic step and read the other's, so whichever comes second
+ * knows what the first saw (io.c, lbs_crypt_done() and lbs_sent()).
+ */
+#define LBS_REQ_NOTIFIED	BIT(0)	/* the driver said -EINPROGRESS */
+#define LBS_REQ_DONE		BIT(1)	/* the request ended */
+#define LBS_REQ_BUSY		BIT(2)	/* the converter was told -EBUSY */
+#define LBS_REQ_SENT		BIT(3)	/* the converter is done with it */
 
 static inline struct lbs_req *lbs_req_of(struct lbs_config *cc, void *req)
 {
@@ -376,7 +385,7 @@ void lbs_aead_free(struct lbs_config *cc);
 unsigned int lbs_cipher_blocksize(struct lbs_config *cc);
 int lbs_integrity_ctr(struct dm_target *ti, struct lbs_config *cc);
 void lbs_integrity_exit(struct lbs_config *cc);
-void lbs_integrity_map(struct lbs_io *io, struct bio *bio);
+bool lbs_integrity_map(struct lbs_io *io, struct bio *bio);
 void lbs_integrity_wait(struct lbs_io *io);
 int lbs_integrity_attach(struct lbs_io *io, struct bio *clone, gfp_t gfp);
 void lbs_integrity_free(struct lbs_io *io);

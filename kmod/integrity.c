@@ -41,6 +41,7 @@
  */
 
 #include <linux/bio.h>
+#include <linux/highmem.h>
 #include <linux/kernel.h>
 #include <linux/mm.h>
 #include <linux/rtnetlink.h>
@@ -271,8 +272,11 @@ void lbs_integrity_exit(struct lbs_config *cc)
  * lbs_map(): the bio's metadata buffer, if memory gives it at once; else
  * the bio is cut to one pool entry, and the entry is waited for; where the
  * context may not sleep, io->tags stays NULL and io_wq waits for it.
+ * dm core must not cut an atomic write or a zoned write: lbs_io_hints()
+ * bounds both to one pool entry.  False (the bio is failed) if one is
+ * larger all the same.
  */
-void lbs_integrity_map(struct lbs_io *io, struct bio *bio)
+bool lbs_integrity_map(struct lbs_io *io, struct bio *bio)
 {
 	struct lbs_config *cc = io->cc;
 	size_t len;
@@ -280,19 +284,29 @@ void lbs_integrity_map(struct lbs_io *io, struct bio *bio)
 	io->tags = NULL;
 	io->tags_from_pool = false;
 	if (!cc->tuple_size)
-		return;
+		return true;
 	len = (size_t)cc->tuple_size * (bio_sectors(bio) >> cc->sector_shift);
 	if (len <= KMALLOC_MAX_SIZE)
 		io->tags = kmalloc(len, GFP_NOWAIT | __GFP_NORETRY |
 				   __GFP_NOMEMALLOC | __GFP_NOWARN);
 	if (io->tags)
-		return;
-	if (bio_sectors(bio) > cc->tag_pool_sectors)
+		return true;
+	if (bio_sectors(bio) > cc->tag_pool_sectors) {
+		if (lbs_bio_atomic(bio) ||
+		    (cc->write_inline && bio_data_dir(bio) == WRITE)) {
+			DMERR_LIMIT("%s of %u sectors: unsplittable, over a tag pool entry's %u",
+				    lbs_bio_atomic(bio) ? "atomic write" :
+				    "zoned write", bio_sectors(bio),
+				    cc->tag_pool_sectors);
+			return false;
+		}
 		dm_accept_partial_bio(bio, cc->tag_pool_sectors);
+	}
 	io->tags = mempool_alloc(&cc->tag_pool, GFP_NOWAIT | __GFP_NOWARN);
 	if (!io->tags && in_task() && !irqs_disabled())
 		io->tags = mempool_alloc(&cc->tag_pool, GFP_NOIO);
 	io->tags_from_pool = true;
+	return true;
 }
 
 /* io_wq: the pool entry lbs_map() could not wait for.  Never fails. */
@@ -345,15 +359,18 @@ void lbs_integrity_sector(struct lbs_io *io, struct lbs_req *lr, bool write)
 }
 
 /*
- * Start one sector's AEAD request.  A write encrypts a copy of the data in
- * the bounce page, in place (as dm-crypt does); a read decrypts in place.
- * Returns what the cipher returns, or the IV mode's error.
+ * Start one sector's AEAD request.  A write first copies the data into the
+ * bounce page and encrypts it there, in place (as dm-crypt does): the
+ * submitter's page may change while it is written, and an AEAD that reads
+ * the plaintext twice (ccm, generic aegis128) would then seal a tag that no
+ * read verifies.  A read decrypts in place.  Returns what the cipher
+ * returns, or the IV mode's error.
  */
 int lbs_aead_crypt(struct lbs_io *io, struct aead_request *req,
 		   struct lbs_req *lr, bool write, u32 flags)
 {
 	struct lbs_config *cc = io->cc;
-	struct scatterlist *sg = lr->sg_aead, *src = sg;
+	struct scatterlist *sg = lr->sg_aead;
 	unsigned int ss = cc->sector_size;
 	u8 *iv = lbs_req_iv(cc, lr), *org_iv = lbs_req_org_iv(cc, lr);
 	__le64 *ad = lbs_req_ad(cc, lr);
@@ -370,27 +387,22 @@ int lbs_aead_crypt(struct lbs_io *io, struct aead_request *req,
 	*ad = cpu_to_le64(io->sector);
 	/* the cipher may change its IV; the associated data keeps the original */
 	memcpy(iv, org_iv, cc->iv_size);
+	/* a sector lies within one page of each buffer (lbs_convert()) */
+	if (write)
+		memcpy_page(sg_page(&lr->sg_out), lr->sg_out.offset,
+			    sg_page(&lr->sg_in), lr->sg_in.offset, ss);
 
-	/* out: sector, IV, the data (in place on a read), the tag */
+	/* in place: sector, IV, the data, the tag */
 	sg_init_table(sg, 4);
 	sg_set_buf(&sg[0], ad, sizeof(*ad));
 	sg_set_buf(&sg[1], org_iv, cc->iv_size);
 	sg_set_page(&sg[2], sg_page(&lr->sg_out), ss, lr->sg_out.offset);
 	sg_set_buf(&sg[3], lr->tag, cc->auth_size);
-	if (write) {
-		/* encrypted out of place: the bio's data to the bounce page */
-		src = lr->sg_aead_in;
-		sg_init_table(src, 3);
-		sg_set_buf(&src[0], ad, sizeof(*ad));
-		sg_set_buf(&src[1], org_iv, cc->iv_size);
-		sg_set_page(&src[2], sg_page(&lr->sg_in), ss,
-			    lr->sg_in.offset);
-	}
 
 	aead_request_set_tfm(req, cc->aead);
 	aead_request_set_callback(req, flags, lbs_crypt_done, lr);
 	aead_request_set_ad(req, sizeof(*ad) + cc->iv_size);
-	aead_request_set_crypt(req, src, sg, write ? ss : ss + cc->auth_size,
+	aead_request_set_crypt(req, sg, sg, write ? ss : ss + cc->auth_size,
 			       iv);
 	return write ? crypto_aead_encrypt(req) : crypto_aead_decrypt(req);
 }

@@ -50,6 +50,7 @@
 #include <linux/blkdev.h>
 #include <linux/idr.h>
 #include <linux/kernel.h>
+#include <linux/log2.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/sched.h>
@@ -226,32 +227,52 @@ void lbs_crypt_done(LBS_ASYNC_ARG areq, int err)
 	struct lbs_req *lr = lbs_async_data(areq);
 	struct lbs_io *io = lr->io;
 	struct lbs_config *cc = io->cc;
+	int seen;
 
 	if (err == -EINPROGRESS) {
 		/* a backlogged request was accepted: the converter may go on */
-		lr->notified = true;
-		complete(&io->restart);
+		seen = atomic_fetch_or(LBS_REQ_NOTIFIED, &lr->state);
+		if (seen & LBS_REQ_BUSY)
+			complete(&io->restart);
 		return;
 	}
-	/*
-	 * Not every template passes the backlog's -EINPROGRESS on (6.1's
-	 * authenc() drops it): a request that ends unannounced may have been
-	 * backlogged, so its end lets a waiting converter go on too.  When it
-	 * was not, the converter merely sends its next request a little early.
-	 */
-	if (!lr->notified)
-		complete(&io->restart);
 	if (!err && cc->iv_ops && cc->iv_ops->post)
 		err = cc->iv_ops->post(cc, lbs_req_iv(cc, lr), lr);
 	if (err)
 		lbs_crypt_error(io, lr, err);
-	lbs_free_req(io, (u8 *)lr - cc->req_lr_off);
+	/*
+	 * Not every template passes the backlog's -EINPROGRESS on (6.1's
+	 * authenc() drops it): a backlogged request that ends unannounced
+	 * lets the converter waiting for it go on.  Only that one: the end of
+	 * a request that was never backlogged releases nobody.
+	 */
+	seen = atomic_fetch_or(LBS_REQ_DONE, &lr->state);
+	if ((seen & (LBS_REQ_BUSY | LBS_REQ_NOTIFIED)) == LBS_REQ_BUSY)
+		complete(&io->restart);
+	/* the converter may still read the state: it frees the request then */
+	if (seen & LBS_REQ_SENT)
+		lbs_free_req(io, (u8 *)lr - cc->req_lr_off);
 	if (io->write_inline) {
 		/* the converter waits for this and drops the reference */
 		complete(&io->req_done);
 		return;
 	}
 	lbs_convert_put(io, LBS_CTX_CRYPTO);
+}
+
+/*
+ * The driver took the request (-EINPROGRESS, or -EBUSY: backlogged).  Hand
+ * it over; true when the converter must wait for the driver to accept it
+ * from the backlog before sending another.
+ */
+static bool lbs_sent(struct lbs_io *io, struct lbs_req *lr, bool busy)
+{
+	int seen = atomic_fetch_or(LBS_REQ_SENT | (busy ? LBS_REQ_BUSY : 0),
+				   &lr->state);
+
+	if (seen & LBS_REQ_DONE)
+		lbs_free_req(io, (u8 *)lr - io->cc->req_lr_off);
+	return busy && !(seen & (LBS_REQ_NOTIFIED | LBS_REQ_DONE));
 }
 
 /* write_inline: wait for the request the driver took to end. */
@@ -320,7 +341,7 @@ static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 			goto defer;
 		lr = lbs_req_of(cc, req);
 		lr->io = io;
-		lr->notified = false;
+		atomic_set(&lr->state, 0);
 		lr->iv_sector = sector;
 		if (test_bit(LBS_OPT_IV_LARGE_SECTORS, &cc->opts))
 			lr->iv_sector >>= cc->sector_shift;
@@ -363,7 +384,10 @@ sent:
 		if (r == -EBUSY) {
 			/* backlogged: the driver owns it; wait until it takes it */
 			io->req = NULL;
-			if (!atomic) {
+			if (!lbs_sent(io, lr, true)) {
+				if (io->write_inline)
+					lbs_wait_inline(io);
+			} else if (!atomic) {
 				wait_for_completion(&io->restart);
 				reinit_completion(&io->restart);
 				if (io->write_inline)
@@ -376,6 +400,7 @@ sent:
 			}
 		} else if (r == -EINPROGRESS) {
 			io->req = NULL;	/* lbs_crypt_done() owns it now */
+			lbs_sent(io, lr, false);
 			if (io->write_inline)
 				lbs_wait_inline(io);
 		} else {
@@ -609,10 +634,16 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	offset = dm_target_offset(ti, bio->bi_iter.bi_sector);
 	atomic = cc->atomic_unit && bio_data_dir(bio) == WRITE &&
 		 !lbs_bio_atomic(bio);
-	/* where the device writes whole sectors atomically: in such pieces */
-	if (atomic)
+	/*
+	 * Where the device writes whole sectors atomically: in such pieces,
+	 * each a power of two (the block layer takes no other atomic write)
+	 * even where max_write_size is not one.
+	 */
+	if (atomic) {
 		max_sectors = min(max_sectors,
 				  lbs_atomic_sectors(cc, bio, offset));
+		max_sectors = rounddown_pow_of_two(max_sectors);
+	}
 	if (bio_sectors(bio) > max_sectors)
 		dm_accept_partial_bio(bio, max_sectors);
 
@@ -639,7 +670,8 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	if (io->write_inline)
 		init_completion(&io->req_done);
 	/* may cut the bio to what one metadata pool entry covers */
-	lbs_integrity_map(io, bio);
+	if (unlikely(!lbs_integrity_map(io, bio)))
+		return DM_MAPIO_KILL;
 
 	if (bio_data_dir(bio) == READ) {
 		if (!lbs_read_submit(io, GFP_NOWAIT | __GFP_NOWARN)) {

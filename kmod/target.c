@@ -9,6 +9,7 @@
  */
 
 #include <linux/kernel.h>
+#include <linux/log2.h>
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/string.h>
@@ -215,7 +216,10 @@ static void lbs_status(struct dm_target *ti, status_type_t type,
 		result[0] = '\0';
 		break;
 	case STATUSTYPE_TABLE:
+		/* "key set" and "key wipe" free the key string under it */
+		mutex_lock(&cc->key_lock);
 		lbs_status_table(cc, ti, result, maxlen);
+		mutex_unlock(&cc->key_lock);
 		break;
 	case STATUSTYPE_IMA:
 		lbs_status_ima(cc, ti, result, maxlen);
@@ -371,6 +375,8 @@ static int lbs_report_zones(struct dm_target *ti,
 static void lbs_io_hints(struct dm_target *ti, struct queue_limits *limits)
 {
 	struct lbs_config *cc = ti->private;
+	/* the most a bio the target may not split can hold, in sectors */
+	unsigned int whole = LBS_BOUNCE_PAGES << PAGE_SECTORS_SHIFT;
 
 	limits->logical_block_size = max(limits->logical_block_size,
 					 cc->sector_size);
@@ -380,12 +386,15 @@ static void lbs_io_hints(struct dm_target *ti, struct queue_limits *limits)
 	/* every bio_vec holds whole encryption sectors */
 	limits->dma_alignment = max(limits->dma_alignment,
 				    limits->logical_block_size - 1);
+	/* one bounce bio; with integrity, one metadata pool entry too */
+	if (cc->tuple_size)
+		whole = min(whole, cc->tag_pool_sectors);
 	/* zoned writes are not split by the target: dm core splits them */
 	if (cc->write_inline)
-		limits->max_hw_sectors = min(limits->max_hw_sectors,
-					     LBS_BOUNCE_PAGES << PAGE_SECTORS_SHIFT);
-	/* nor are atomic writes: none larger than one bounce bio */
-	lbs_atomic_limits(limits, LBS_BOUNCE_PAGES << PAGE_SHIFT);
+		limits->max_hw_sectors = min(limits->max_hw_sectors, whole);
+	/* nor are atomic writes */
+	lbs_atomic_limits(limits,
+			  rounddown_pow_of_two(whole) << SECTOR_SHIFT);
 }
 
 static struct target_type lbs_target = {
