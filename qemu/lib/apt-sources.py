@@ -11,15 +11,19 @@ one private configuration serves the guests' binary packages, the build
 machine's kbuild tools and fio's source. The security suite is added on
 deb.debian.org when the machine has none: the pinned kernels live there.
 
-Debian's unstable suite is added for the packages of UNSTABLE alone: the source
-of the Linux 7.2 kernels the rig builds (bookworm has no 7.2), and the source of
-sparse (bookworm's 0.6.4 is too old for 7.2's checker-valid.sh; unstable's
-binary needs a newer glibc, so qemu/lib/sparse builds it). It comes from the
-machine's own unstable (or sid) entry when it has one, else from the mirror of
-its bookworm entry, with that entry's key; binary packages of the build
-machine's architecture only. `--preferences` prints the apt pin that keeps everything else
-from coming from there: any other package of unstable has priority -1, so no
-resolution (a rootfs closure, say) can take it.
+Debian's unstable suite is added for the packages of NEWER alone: the sources of
+the Linux 7.x kernels the rig builds (bookworm has no 7.x), and the source of
+sparse (bookworm's 0.6.4 is too old for 7.x's checker-valid.sh; unstable's
+binary needs a newer glibc, so qemu/lib/sparse builds it). Debian's experimental
+suite is added the same way, for the release candidates of the next kernel
+before unstable has it (linux-source-7.3 7.3~rcN-1~expN); once unstable carries
+a 7.3.y, its higher version wins under the same pin. Both come from the
+machine's own entry for that suite when it has one, else (experimental) from
+its unstable entry, else from the mirror of its bookworm entry, with that
+entry's key; binary packages of the build machine's
+architecture only. `--preferences` prints the apt pin that keeps everything
+else from coming from there: any other package of unstable or experimental has
+priority -1, so no resolution (a rootfs closure, say) can take it.
 
 Usage: apt-sources.py [ETC_APT_DIR]                 (default /etc/apt)
        apt-sources.py --preferences
@@ -32,8 +36,10 @@ from pathlib import Path
 
 SUITE = re.compile(r"^bookworm(-updates|-security|-backports)?$")
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
-# What the rig takes from Debian unstable: nothing else (see --preferences).
-UNSTABLE = ["linux-source-7.2"]
+# What the rig takes from Debian unstable and experimental: nothing else (see
+# --preferences).
+NEWER = ["linux-source-7.2", "linux-source-7.3"]
+NEWER_SUITES = {"unstable": ("unstable", "sid"), "experimental": ("experimental", "rc-buggy")}
 
 
 def one_line(path):
@@ -103,8 +109,8 @@ def entries(etc):
 
 
 def host_arch():
-    """The build machine's architecture: UNSTABLE are arch:all, and every index
-    lists them, so unstable's lists are fetched for one architecture only."""
+    """The build machine's architecture: NEWER are arch:all, and every index
+    lists them, so those suites' lists are fetched for one architecture only."""
     try:
         return subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -113,16 +119,22 @@ def host_arch():
 
 
 def preferences():
-    """The pin of the private configuration: UNSTABLE from unstable, nothing else.
-    A package's own pin wins over the catch-all one, whatever their order."""
-    print("Package: *")
-    print("Pin: release a=unstable")
-    print("Pin-Priority: -1")
-    for name in UNSTABLE:
-        print()
-        print(f"Package: {name}")
-        print("Pin: release a=unstable")
-        print("Pin-Priority: 500")
+    """The pin of the private configuration: NEWER from unstable and experimental,
+    nothing else. A package's own pin wins over the catch-all one, whatever their
+    order; among equal priorities apt takes the higher version."""
+    first = True
+    for suite in NEWER_SUITES:
+        if not first:
+            print()
+        first = False
+        print("Package: *")
+        print(f"Pin: release a={suite}")
+        print("Pin-Priority: -1")
+        for name in NEWER:
+            print()
+            print(f"Package: {name}")
+            print(f"Pin: release a={suite}")
+            print("Pin-Priority: 500")
     return 0
 
 
@@ -132,10 +144,11 @@ def main(argv):
     etc = Path(argv[1]) if len(argv) > 1 else Path("/etc/apt")
     seen = set()
     kept = []
-    unstable = None
+    newer = {}
     for uri, suite, components, signed_by in entries(etc):
-        if suite in ("unstable", "sid") and "main" in components and unstable is None:
-            unstable = (uri, signed_by)
+        for name, aliases in NEWER_SUITES.items():
+            if suite in aliases and "main" in components and name not in newer:
+                newer[name] = (uri, signed_by)
         if not SUITE.match(suite) or "main" not in components:
             continue
         key = (uri.rstrip("/"), suite)
@@ -158,18 +171,23 @@ def main(argv):
         if signed_by:
             print(f"Signed-By: {signed_by}")
         print()
-    # unstable: where the machine has it, else on the mirror bookworm comes from,
-    # with that entry's key; binary packages of one architecture only, and
-    # sources (every source fetch names its version: qemu/lib/sparse, fio, ...)
-    uri, signed_by = unstable or next((u, s) for u, suite, s in kept if suite == "bookworm")
-    print("Types: deb deb-src")
-    print(f"URIs: {uri}")
-    print("Suites: unstable")
-    print(f"Architectures: {host_arch()}")
-    print("Components: main")
-    if signed_by:
-        print(f"Signed-By: {signed_by}")
-    print()
+    # unstable and experimental: where the machine has them, else on the mirror
+    # bookworm comes from, with that entry's key; binary packages of one
+    # architecture only, and sources (every source fetch names its version:
+    # qemu/lib/sparse, fio, ...)
+    fallback = next((u, s) for u, suite, s in kept if suite == "bookworm")
+    for name in NEWER_SUITES:
+        # experimental, where the machine has none, from its unstable's mirror
+        uri, signed_by = newer.get(name, fallback)
+        fallback = newer.get(name, fallback)
+        print("Types: deb deb-src")
+        print(f"URIs: {uri}")
+        print(f"Suites: {name}")
+        print(f"Architectures: {host_arch()}")
+        print("Components: main")
+        if signed_by:
+            print(f"Signed-By: {signed_by}")
+        print()
     return 0
 
 

@@ -6,9 +6,10 @@
 # source list (made by apt-sources.py from the machine's, either format), package
 # lists for both architectures (amd64 for the build machine's kbuild tools, arm64
 # for the guests), an empty dpkg status (so nothing installed on the host changes a
-# resolution) and deb-src entries (fio's source). Debian unstable is among its
-# sources for the Linux 7.2 source package alone; its pin (apt-sources.py
-# --preferences) gives every other package of unstable priority -1.
+# resolution) and deb-src entries (fio's source). Debian unstable and
+# experimental are among its sources for the Linux 7.x source packages alone;
+# the pin (apt-sources.py --preferences) gives every other package of theirs
+# priority -1.
 
 LBS_APT=$LBS_CACHE/apt
 LBS_HOST_ARCH=$(dpkg --print-architecture)
@@ -41,9 +42,11 @@ apt_refresh() {
 	: >>"$LBS_APT/status"
 	sources=$(python3 "$LBS_TOP/qemu/lib/apt-sources.py") || fail "cannot make the rig's apt sources (above)"
 	pin=$(python3 "$LBS_TOP/qemu/lib/apt-sources.py" --preferences) || fail "cannot make the rig's apt pin"
-	# the pin first: unstable is never listed without it
-	if [ "$pin" != "$(cat "$LBS_APT/preferences/unstable.pref" 2>/dev/null)" ]; then
-		printf '%s\n' "$pin" >"$LBS_APT/preferences/unstable.pref"
+	# the pin first: unstable and experimental are never listed without it
+	# (unstable.pref: an older rig's pin, for unstable alone)
+	rm -f "$LBS_APT/preferences/unstable.pref"
+	if [ "$pin" != "$(cat "$LBS_APT/preferences/newer.pref" 2>/dev/null)" ]; then
+		printf '%s\n' "$pin" >"$LBS_APT/preferences/newer.pref"
 	fi
 	if [ "$sources" != "$(cat "$LBS_APT/sources/debian.sources" 2>/dev/null)" ]; then
 		printf '%s\n' "$sources" >"$LBS_APT/sources/debian.sources"
