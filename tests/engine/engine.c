@@ -108,6 +108,8 @@ static int lbs_engine_submit(struct skcipher_request *req, bool encrypt)
 	} else if (req->base.flags & CRYPTO_TFM_REQ_MAY_BACKLOG) {
 		list_add_tail(&rctx->node, &eng->backlog);
 		eng->stats.backlogged++;
+		if (++eng->backlog_len > eng->stats.backlog_peak)
+			eng->stats.backlog_peak = eng->backlog_len;
 		ret = -EBUSY;
 	} else {
 		eng->stats.rejected++;
@@ -154,6 +156,7 @@ static void lbs_engine_complete(struct lbs_engine_req *rctx, int err,
 	if (!list_empty(&eng->backlog)) {
 		next = list_first_entry(&eng->backlog, struct lbs_engine_req, node);
 		list_del(&next->node);
+		eng->backlog_len--;
 		lbs_engine_admit(next, NULL);
 	}
 	spin_unlock_irqrestore(&eng->lock, flags);

@@ -34,6 +34,7 @@ struct lbs_engine_stats {
 	u64 injected;		/* completed with -EIO by error injection */
 	u64 bytes;		/* bytes of the completed requests */
 	unsigned int peak;	/* most requests in the hardware queue at once */
+	unsigned int backlog_peak;	/* most requests in the backlog at once */
 };
 
 struct lbs_engine {
@@ -41,6 +42,7 @@ struct lbs_engine {
 	struct list_head pending;	/* accepted, waiting for a channel */
 	struct list_head backlog;	/* waiting for room in the queue */
 	unsigned int queued;	/* accepted and not yet completed */
+	unsigned int backlog_len;	/* requests in the backlog */
 	struct lbs_engine_stats stats;
 	wait_queue_head_t wait;	/* channels sleep here for work */
 };

@@ -295,9 +295,9 @@ static ssize_t stats_show(struct kobject *kobj, struct kobj_attribute *attr,
 
 	lbs_engine_read_stats(&st);
 	return sysfs_emit(buf,
-			  "submitted %llu\nbacklogged %llu\nrejected %llu\ncompleted %llu\ninjected %llu\nbytes %llu\npeak %u\n",
+			  "submitted %llu\nbacklogged %llu\nrejected %llu\ncompleted %llu\ninjected %llu\nbytes %llu\npeak %u\nbacklog_peak %u\n",
 			  st.submitted, st.backlogged, st.rejected, st.completed,
-			  st.injected, st.bytes, st.peak);
+			  st.injected, st.bytes, st.peak, st.backlog_peak);
 }
 
 static struct kobj_attribute lbs_measure_attr = __ATTR_RW_MODE(measure, 0600);

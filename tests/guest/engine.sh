@@ -16,6 +16,9 @@
 # - backlog under load: queue_depth 2, 2 channels, 64 I/Os in flight through each
 #   target: fio's crc32c verification passes, requests were backlogged, the queue
 #   never held more than 2;
+# - backlog throttled: one bio at a time (512-byte sectors, 8 channels, a queue of
+#   8 that complete together): through stock and ours, the engine's backlog never
+#   holds more than the one request its converter waits on;
 # - error injection: error_rate_ppm=1000000 makes direct reads and writes through
 #   both targets fail with EIO and the data stay; 300000 fails about 30 % of 200 direct reads, each as EIO.
 set -euo pipefail
@@ -162,6 +165,30 @@ for target in crypt crypt_lbs; do
 	[ "$rejected" = 0 ] || fail "$target: $rejected requests were refused with -ENOSPC; dm-crypt always allows the backlog"
 	[ "$(counter peak)" -le 2 ] || fail "$target: the queue held $(counter peak) requests, its depth is 2"
 	ok "$target: 64 I/Os through a queue of 2: fio verified, $backlogged requests backlogged (-EBUSY), peak $(counter peak)"
+done
+
+# --- one backlogged request per converter: one writer, then one reader (one bio
+# in flight, 128 requests of 512 bytes each) against 8 channels and a queue of 8
+# that complete together. After -EBUSY a converter waits until the driver takes
+# its request from the backlog (-EINPROGRESS), as dm-crypt does, so the backlog
+# never holds more than 1; one that went on at the end of any earlier request
+# piled its requests up there.
+for target in crypt crypt_lbs; do
+	load_engine channels=8 queue_depth=8 latency_us=2000
+	dmsetup create lbs-eng --table "0 $((8 << 11)) $target $spec $key 0 $dev 0" ||
+		fail "$target $spec: refused: $(ti_error)"
+	for rw in write read; do
+		if ! fio --name=lbs --filename="$(dm_blkdev lbs-eng)" --rw="$rw" --bs=64k --direct=1 \
+			--ioengine=psync --size=2m >"$log" 2>&1 || ! fio_clean "$log"; then
+			cat "$log"
+			fail "$target: one $rw stream through a queue of 8 failed"
+		fi
+	done
+	dm_remove lbs-eng
+	[ "$(counter backlogged)" -gt 0 ] || fail "$target: no request was backlogged: the case tested nothing"
+	[ "$(counter backlog_peak)" -le 1 ] ||
+		fail "$target: one bio at a time left $(counter backlog_peak) requests in the backlog at once; a converter must wait for its backlogged request to be taken (at most 1)"
+	ok "$target: one bio at a time: $(counter backlogged) requests backlogged, never more than $(counter backlog_peak) at once"
 done
 
 # --- error injection
