@@ -8,7 +8,8 @@
 # none a plain WRITE(10)/(16), none refused. Cases, at the page size (65536 on a
 # 64K-page kernel) and at 4096: a write of one sector; of three sectors starting
 # one sector in (pieces of one and two sectors, each aligned to its size); of a
-# whole request (128 KiB pieces, the request cap); ext4 made on the mapping and a
+# whole request (128 KiB pieces, the request cap), and at 4096 the same with a
+# request cap of three sectors (pieces of one and two); ext4 made on the mapping and a
 # file written and synced through it. Then a 1 MiB write to a mapping that starts 8
 # blocks into the disk (pieces aligned on the disk, not in the mapping), and a
 # disk without atomic writes (plain WRITEs, the data reads back). Before 6.11,
@@ -25,6 +26,7 @@ set -euo pipefail
 
 key=$(test_key 64)
 opts=/sys/bus/pseudo/drivers/scsi_debug/opts
+caps=/sys/module/dm_crypt_lbs/parameters
 target=crypt_lbs
 grep -qw crypt_lbs <(dmsetup targets) || target=crypt
 unload_sd() {
@@ -32,6 +34,10 @@ unload_sd() {
 	[ ! -d /sys/module/scsi_debug ] || rmmod scsi_debug
 }
 on_exit unload_sd
+reset_cap() {
+	[ ! -w "$caps/max_write_size" ] || echo 0 >"$caps/max_write_size"
+}
+on_exit reset_cap
 on_exit umount /mnt 2>/dev/null
 on_exit dm_remove lbs-at
 command -v lbscrypt >/dev/null || fail "no lbscrypt in the guest (build it: make -f tools/tools.mk tools-arm64)"
@@ -147,6 +153,16 @@ for ss in $sizes; do
 	[ "$ss" != "$(bound)" ] || tool_says "$disk" "$ss" none
 	check "three sectors at $ss, one sector in" "$ss" atomic "$(writes put_at "$ss" 1 3)"
 	check "a whole request at $ss (1 MiB)" "$ss" atomic "$(writes dd if=/tmp/at.data of=/dev/mapper/lbs-at bs=1M count=1 oflag=direct conv=fsync status=none)"
+	# a request cap that is not a power of two: the pieces still are (the block
+	# layer fails an atomic write of any other size)
+	if [ "$ss" = 4096 ]; then
+		echo $((3 * ss)) >"$caps/max_write_size"
+		lines=$(writes sh -c 'dd if=/tmp/at.data of=/dev/mapper/lbs-at bs=1M count=1 oflag=direct conv=fsync status=none 2>/tmp/at.dd || echo "dd-failed"')
+		echo 0 >"$caps/max_write_size"
+		! grep -q dd-failed <<<"$lines" ||
+			fail "1 MiB at $ss with max_write_size $((3 * ss)) (not a power of two) failed: $(cat /tmp/at.dd)"
+		check "1 MiB at $ss with max_write_size $((3 * ss)), not a power of two" "$ss" atomic "$lines"
+	fi
 	if [ "$ss" = "$(bound)" ]; then
 		mkfs.ext4 -q -F -b "$ss" /dev/mapper/lbs-at 2>/dev/null || mkfs.ext4 -q -F /dev/mapper/lbs-at
 		mount /dev/mapper/lbs-at /mnt
