@@ -14,7 +14,8 @@
 #  3. Bounce memory: with max_bounce_pages=1 four writers of 1 MiB bios complete and
 #     verify, and the pages held never exceed the bound plus the one reserve; the
 #     default bound is 2% of RAM; every page comes back when the device goes; with
-#     two devices, one writing holds no more than its share of the bound.
+#     two devices, one writing holds no more than its share of the bound; a bound
+#     of 2^64-1 is no bound (the writer goes past its reserve).
 #  4. key set / key wipe racing suspend and resume: a read returns the data or
 #     fails, never other bytes; afterwards the data is intact.
 #  5. Key sizes: a keyring reference or hex key above 16384 bytes is EINVAL before
@@ -207,11 +208,25 @@ peak=$(cat "$params/bounce_pages_peak")
 [ "$peak" -ge $((5 * reserve)) ] ||
 	fail "bounce pages: peak $peak: the writer never reached its share $((4 * reserve)) (+ the idle reserve $reserve); the delayed disk did not hold writes back, so nothing was measured"
 dm_remove lbs-hs
+ok "bounce pages: one of two devices writing 3 jobs x 1 MiB iodepth 8 to a slow disk holds its share: peak $peak = share $((4 * reserve)) + idle reserve $reserve"
+
+# A bound of 2^64-1 pages (or anything from 2^63) is no bound: the writer takes
+# what its writes need, past its reserve (a share once read as a negative long
+# refused every page, and the device wrote from its reserve alone).
+echo 18446744073709551615 >"$params/max_bounce_pages"
+[ "$(cat "$params/max_bounce_pages")" = 18446744073709551615 ] ||
+	fail "bounce pages: max_bounce_pages reads $(cat "$params/max_bounce_pages"), written 18446744073709551615"
+echo 0 >"$params/bounce_pages_peak"
+fio_verify "three writers under max_bounce_pages=2^64-1" "$(dm_blkdev lbs-h)" \
+	--bs=1m --iodepth=8 --numjobs=3 --size=8m --offset_increment=8m
+peak=$(cat "$params/bounce_pages_peak")
+[ "$peak" -gt "$reserve" ] ||
+	fail "bounce pages: peak $peak under max_bounce_pages=2^64-1: the writer never went past its reserve $reserve"
 dm_remove lbs-h
 rmmod null_blk
 echo 0 >"$params/max_bounce_pages"
 [ "$(cat "$params/bounce_pages")" = 0 ] || fail "bounce pages: $(cat "$params/bounce_pages") still held after both devices were removed"
-ok "bounce pages: one of two devices writing 3 jobs x 1 MiB iodepth 8 to a slow disk holds its share: peak $peak = share $((4 * reserve)) + idle reserve $reserve"
+ok "bounce pages: under max_bounce_pages=2^64-1 the writer went past its reserve $reserve (peak $peak)"
 
 # --- 4. key messages racing suspend and resume -------------------------------------
 bytes=$((256 << 10))
