@@ -4,7 +4,9 @@
 # For logon and user keys: ours, given the key by reference, writes the same
 # ciphertext as stock given the same bytes in hex; the table shows the reference,
 # never the key, with and without --showkeys; a reference to a key that does not
-# exist, or of another size, is refused with a ti->error and leaves no device.
+# exist, or of another size, is refused with a ti->error and leaves no device;
+# the table line read while key set and key wipe race shows the reference or a
+# wiped key, never a freed string.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -54,6 +56,36 @@ for type in logon user; do
 		fail "$type key: ciphertext through ours ($ours) differs from stock with the hex key ($stock)"
 	ok "$type key $ref: table shows the reference only; ciphertext equals stock's with the same key in hex"
 done
+
+# the table line beside key messages: while a racer sets the keyring key and
+# wipes it (the device suspended), every `dmsetup table --showkeys` shows the
+# reference, or, wiped, no key string at all: never a freed one (status takes
+# the key's lock; a KASAN kernel, make harden's, would report a read of one)
+ref=":64:logon:lbs:keyring-logon"
+dmsetup create lbs-kr --table "0 $len crypt_lbs aes-xts-plain64 $ref 0 $dev 0" ||
+	fail "race: ours refused $ref: $(ti_error)"
+dmsetup suspend lbs-kr
+(
+	for _ in $(seq 1 100); do
+		dmsetup message lbs-kr 0 key wipe
+		dmsetup message lbs-kr 0 key set "$ref"
+	done
+) &
+racer=$!
+lines=0 odd=''
+while kill -0 "$racer" 2>/dev/null; do
+	line=$(dmsetup table --showkeys lbs-kr) || fail "race: dmsetup table --showkeys failed"
+	key=$(cut -d' ' -f5 <<<"$line")
+	case $key in
+	"$ref" | *[!0]*) [ "$key" = "$ref" ] || odd=$key ;;
+	esac
+	lines=$((lines + 1))
+done
+wait "$racer" || fail "race: a key message failed"
+dmsetup resume lbs-kr
+dm_remove lbs-kr
+[ -z "$odd" ] || fail "race: dmsetup table --showkeys showed the key field '$odd', neither $ref nor a wiped key"
+ok "key set/wipe racing dmsetup table --showkeys: $lines table lines, each the reference or a wiped key"
 
 # refusals: the reason must be logged and nothing left behind
 for bad in ":64:logon:lbs:no-such-key" ":32:logon:lbs:keyring-logon" ":64:nosuchtype:lbs:keyring-logon"; do
