@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * dm-crypt-lbs: every difference between the kernels this target builds
- * for (6.1, 6.12 and 7.2) is bridged here and nowhere else.
+ * for (6.1, 6.12, 7.2 and 7.3) is bridged here and nowhere else.
  */
 #ifndef DM_CRYPT_LBS_COMPAT_H
 #define DM_CRYPT_LBS_COMPAT_H
