@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,23 +32,42 @@ struct VolumeOptions {
   bool noauto = false;
   bool nofail = false;
   bool initrd_attach = false;  // x-initrd.attach: the initramfs opens it, shutdown closes it
-  std::uint32_t tries = kDefaultTries;     // passphrase attempts; 0: no limit
-  std::optional<std::uint32_t> timeout_s;  // for the passphrase
-  std::optional<std::string> check;        // program name (under kCheckDir) or absolute path
+  std::uint32_t tries = kDefaultTries;  // passphrase attempts; 0: no limit
+  std::optional<std::uint64_t> timeout_us;  // timeout=, a systemd time span; 0: no limit
+  std::optional<std::uint64_t> device_timeout_us;  // x-systemd.device-timeout=
+  bool netdev = false;                             // _netdev
+  bool headless = false;                           // headless=
+  std::optional<std::string> check;  // program name (under kCheckDir) or absolute path
   std::optional<std::string> check_args;
 };
+
+// systemd's USEC_INFINITY: a time span of "infinity".
+inline constexpr std::uint64_t kTimeInfinity = std::numeric_limits<std::uint64_t>::max();
+
+// A systemd time span (systemd.time(7), parse_sec): terms of a number (with an optional
+// decimal fraction) and a unit, summed ("1h30min", "500ms", "2 min"); a bare number is
+// seconds; "infinity" is kTimeInfinity. Units: us/usec/µs, ms/msec, s/sec/second(s),
+// m/min/minute(s), h/hr/hour(s), d/day(s), w/week(s), M/month(s), y/year(s). Microseconds.
+[[nodiscard]] Result<std::uint64_t> parse_time_span(std::string_view text);
 
 // True when the key field asks for a passphrase: "none", "-" or empty.
 [[nodiscard]] bool is_passphrase_key(std::string_view key_field);
 
 // Parses comma-separated options. Errc::invalid_argument naming the option for an unknown
 // option, a bad value, a value given twice, or a missing cipher=, size= (or hash= when
-// `passphrase`).
+// `passphrase`); and for options that do not fit together or with the key: keyfile-offset= or
+// keyfile-size= with a passphrase, hash= other than plain with a key file, offset= or skip= not
+// a multiple of the sector size, a key size the cipher cannot take, hash=NAME:0.
 [[nodiscard]] Result<VolumeOptions> parse_volume_options(std::string_view options, bool passphrase);
 
 // The path a DEVICE field names: /dev/disk/by-{uuid,partuuid,label,partlabel}/X for
-// UUID=X, PARTUUID=X, LABEL=X, PARTLABEL=X; an absolute path as it is.
+// UUID=X, PARTUUID=X, LABEL=X, PARTLABEL=X; an absolute path as it is. A path that is not
+// normalised ("//", "/./", "/../", a trailing '/') is refused with its normal form.
 [[nodiscard]] Result<std::string> volume_device_path(std::string_view device);
+
+// Checks a key field that names a key file: no quote, backslash or control byte (NUL
+// included), and no ':' (systemd's KEY:DEVICE, a key file on another device, not supported).
+[[nodiscard]] Result<void> check_key_field(std::string_view key);
 
 // Checks a mapping name as open takes it: not empty, no '/', whitespace or control
 // characters, not "." or "..", at most 127 bytes (DM_NAME_LEN with its NUL).
@@ -63,13 +83,34 @@ struct TabEntry {
   VolumeOptions volume;
 };
 
+// Whether the initramfs opens the volume: x-initrd.attach and not noauto.
+[[nodiscard]] bool opened_by_initrd(const TabEntry &entry);
+
+// A refused line: its number, and whether its options name x-initrd.attach (so the
+// initramfs hook knows which refusals would cost the image a volume).
+struct TabRefusal {
+  unsigned line = 0;
+  bool initrd_attach = false;
+};
+
 struct Lbscrypttab {
   std::vector<TabEntry> entries;
-  std::vector<Error> errors;  // one per refused line: "PATH:LINE: ..."
+  std::vector<Error> errors;        // one per refused line: "PATH:LINE: ..."
+  std::vector<TabRefusal> refused;  // errors' lines, in the same order
 };
 
 // Every line of the file: the good ones as entries, the others as errors (so one bad line does
-// not keep the other volumes from opening at boot). Blank lines and '#' comments are skipped.
+// not keep the other volumes from opening at boot). Blank lines and '#' comments are skipped,
+// and so is a fifth field that starts with '#' (a trailing comment); a '\r' before the line
+// end is dropped. Any other fifth field refuses the line.
 [[nodiscard]] Lbscrypttab parse_lbscrypttab(std::string_view text, std::string_view path);
+
+// One volume as `lbscrypt tab list` prints it for the initramfs scripts, one line that POSIX
+// sh's `read -r name device node key sector check cipher options` splits (no field is empty or
+// holds a blank or a control character; OPTIONS, last, is the line's field as written):
+//   NAME DEVICE NODE KEY SECTOR-SIZE CHECK CIPHER OPTIONS
+// DEVICE as written, NODE the path it names, KEY as written ("none" when absent), CHECK the
+// check program as the line names it ("blkid" for a bare check) or "-".
+[[nodiscard]] std::string tab_record(const TabEntry &entry);
 
 }  // namespace lbscrypt

@@ -23,6 +23,7 @@
 #include "lbscrypt/torn.hpp"
 #include "lbscrypt/version.hpp"
 #include "matrix_cmd.hpp"
+#include "tab_cmd.hpp"
 #include "output.hpp"
 #include "tty.hpp"
 
@@ -465,6 +466,7 @@ struct Commands {
   Parsed bench_p;
   MatrixArgs matrix_args;
   GenerateArgs generate_args;
+  TabArgs tab_args;
   AttachArgs attach_args;
   CLI::App *table = nullptr;
   CLI::App *open = nullptr;
@@ -474,6 +476,7 @@ struct Commands {
   CLI::App *matrix = nullptr;
   CLI::App *bench = nullptr;
   CLI::App *generate = nullptr;
+  CLI::App *tab = nullptr;
   CLI::App *attach = nullptr;
 
   // The options of the command given (close, status and attach take no number options).
@@ -541,6 +544,7 @@ void add_commands(CLI::App &app, Commands &c) {
   c.bench->set_help_flag("--help");
   add_benchmark_options(*c.bench, o, c.bench_p);
 
+  c.tab = add_tab_command(app, c.tab_args);
   c.generate = add_generate_command(app, c.generate_args);
   add_common_flags(*c.generate, o);
   c.attach = add_attach_command(app, c.attach_args);
@@ -706,6 +710,9 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   }
   if (c.generate->parsed()) {
     return generate_command(c.generate_args, services, err);
+  }
+  if (c.tab->parsed()) {
+    return tab_command(c.tab_args, services, out, err);
   }
   const Parsed &p = c.parsed();
   if (const auto settled = settle(o, p); !settled) {

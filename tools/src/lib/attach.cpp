@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -88,6 +90,11 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, const Environm
     return r.error();
   }
   const bool passphrase = is_passphrase_key(request.key);
+  if (!passphrase) {
+    if (auto r = check_key_field(request.key); !r) {
+      return r.error();
+    }
+  }
   auto volume = parse_volume_options(request.options, passphrase);
   if (!volume) {
     return volume.error();
@@ -124,7 +131,13 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, const Environm
       outcome.notes.push_back(*warning);
     }
   }
-  PassphraseQuestion question{request.name, request.device, v.timeout_s, true};
+  // (whole seconds for systemd-ask-password, rounded up; 0 is no limit)
+  constexpr std::uint64_t kUsecPerSec = 1000000;
+  const std::optional<std::uint32_t> timeout_s =
+      v.timeout_us ? std::optional<std::uint32_t>(static_cast<std::uint32_t>(std::min<std::uint64_t>(
+                         (*v.timeout_us + kUsecPerSec - 1) / kUsecPerSec, UINT32_MAX)))
+                   : std::nullopt;
+  PassphraseQuestion question{request.name, request.device, timeout_s, true};
   for (std::uint32_t attempt = 1;; ++attempt) {
     const TerminalReader ask = [&](std::size_t /*max_size*/) -> Result<SecretBuffer> {
       if (!services.ask_passphrase) {

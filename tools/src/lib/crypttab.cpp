@@ -10,6 +10,8 @@
 #include <type_traits>
 #include <utility>
 
+#include <filesystem>
+
 #include "lbscrypt/cipher.hpp"
 #include "lbscrypt/gating.hpp"
 #include "lbscrypt/numbers.hpp"
@@ -20,6 +22,7 @@ namespace lbscrypt {
 namespace {
 
 constexpr std::size_t kMaxMappingName = 127;  // DM_NAME_LEN 128 with its NUL
+constexpr std::uint64_t kSectorBytes = 512;   // offset= and skip= count these
 
 Error bad(std::string message) { return make_error(Errc::invalid_argument, std::move(message)); }
 
@@ -33,28 +36,186 @@ Result<T> option_number(std::string_view option, std::string_view text) {
   return static_cast<T>(*value);
 }
 
-// timeout=: seconds, or a number with s, min or h (crypttab takes systemd time spans; these
-// are the ones a passphrase prompt needs).
-Result<std::uint32_t> parse_timeout(std::string_view text) {
-  constexpr std::pair<std::string_view, std::uint32_t> kUnits[] = {
-      {"min", 60}, {"sec", 1}, {"s", 1}, {"m", 60}, {"h", 3600}};
-  std::uint32_t scale = 1;
-  std::string_view digits = text;
-  for (const auto &[suffix, factor] : kUnits) {
-    if (text.size() > suffix.size() && text.ends_with(suffix)) {
-      digits = text.substr(0, text.size() - suffix.size());
-      scale = factor;
-      break;
+struct TimeUnit {
+  std::string_view word;
+  std::uint64_t usec;
+};
+
+constexpr std::uint64_t kUsecPerSec = 1000000;
+constexpr std::uint64_t kUsecPerMinute = 60 * kUsecPerSec;
+constexpr std::uint64_t kUsecPerHour = 60 * kUsecPerMinute;
+constexpr std::uint64_t kUsecPerDay = 24 * kUsecPerHour;
+// systemd's month and year: 30.44 and 365.25 days.
+constexpr std::uint64_t kUsecPerMonth = 2629800 * kUsecPerSec;
+constexpr std::uint64_t kUsecPerYear = 31557600 * kUsecPerSec;
+
+constexpr TimeUnit kTimeUnits[] = {
+    {"usec", 1},
+    {"us", 1},
+    {"\u00b5s", 1},  // micro sign
+    {"\u03bcs", 1},  // Greek mu
+    {"msec", 1000},
+    {"ms", 1000},
+    {"seconds", kUsecPerSec},
+    {"second", kUsecPerSec},
+    {"sec", kUsecPerSec},
+    {"s", kUsecPerSec},
+    {"minutes", kUsecPerMinute},
+    {"minute", kUsecPerMinute},
+    {"min", kUsecPerMinute},
+    {"m", kUsecPerMinute},
+    {"hours", kUsecPerHour},
+    {"hour", kUsecPerHour},
+    {"hr", kUsecPerHour},
+    {"h", kUsecPerHour},
+    {"days", kUsecPerDay},
+    {"day", kUsecPerDay},
+    {"d", kUsecPerDay},
+    {"weeks", 7 * kUsecPerDay},
+    {"week", 7 * kUsecPerDay},
+    {"w", 7 * kUsecPerDay},
+    {"months", kUsecPerMonth},
+    {"month", kUsecPerMonth},
+    {"M", kUsecPerMonth},
+    {"years", kUsecPerYear},
+    {"year", kUsecPerYear},
+    {"y", kUsecPerYear},
+};
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_blank(char c) { return c == ' ' || c == '\t'; }
+
+// One term's microseconds: `whole`.`fraction` (its digits as written) times `unit`; nullopt
+// when it passes 2^64 - 2 (kTimeInfinity is "infinity").
+std::optional<std::uint64_t> time_term(std::uint64_t whole, std::string_view fraction,
+                                       std::uint64_t unit) {
+  constexpr std::uint64_t kMax = kTimeInfinity - 1;
+  if (whole != 0 && unit > kMax / whole) {
+    return std::nullopt;
+  }
+  std::uint64_t total = whole * unit;
+  // The fraction, digit by digit: unit / 10, unit / 100, ... (below a microsecond: dropped).
+  std::uint64_t place = unit;
+  for (const char digit : fraction) {
+    place /= 10;
+    const auto add = static_cast<std::uint64_t>(digit - '0') * place;
+    if (add > kMax - total) {
+      return std::nullopt;
     }
+    total += add;
   }
-  const auto value = parse_decimal_u32(digits);
-  if (!value || *value > std::numeric_limits<std::uint32_t>::max() / scale) {
-    return bad(
-        fmt::format("timeout={} is not a time: give seconds (30, 30s), minutes (2min) or "
-                    "hours (1h)",
-                    printable(text)));
+  return total;
+}
+
+}  // namespace
+
+Result<std::uint64_t> parse_time_span(std::string_view text) {
+  const auto refuse = [&] {
+    return bad(fmt::format(
+        "'{}' is not a time span: give a number and a unit, several summed (30s, 2min, 1h30min, "
+        "500ms; us, ms, s, min, h, d, w, M, y), bare seconds (30) or infinity",
+        printable(text)));
+  };
+  std::string_view rest = text;
+  while (!rest.empty() && is_blank(rest.front())) {
+    rest.remove_prefix(1);
   }
-  return *value * scale;
+  while (!rest.empty() && is_blank(rest.back())) {
+    rest.remove_suffix(1);
+  }
+  if (rest == "infinity") {
+    return kTimeInfinity;
+  }
+  if (rest.empty()) {
+    return refuse();
+  }
+  std::uint64_t total = 0;
+  while (!rest.empty()) {
+    std::size_t n = 0;
+    while (n < rest.size() && is_digit(rest[n])) {
+      ++n;
+    }
+    const std::string_view whole_digits = rest.substr(0, n);
+    std::string_view fraction;
+    if (n < rest.size() && rest[n] == '.') {
+      std::size_t f = n + 1;
+      while (f < rest.size() && is_digit(rest[f])) {
+        ++f;
+      }
+      fraction = rest.substr(n + 1, f - n - 1);
+      if (fraction.empty()) {
+        return refuse();  // "1." or "1..5s"
+      }
+      n = f;
+    }
+    if (whole_digits.empty() && fraction.empty()) {
+      return refuse();  // a sign, a unit without a number, "."
+    }
+    const auto whole = whole_digits.empty() ? std::optional<std::uint64_t>(0)
+                                            : parse_decimal_u64(whole_digits);
+    if (!whole) {
+      return refuse();
+    }
+    rest.remove_prefix(n);
+    while (!rest.empty() && is_blank(rest.front())) {
+      rest.remove_prefix(1);
+    }
+    std::size_t u = 0;
+    while (u < rest.size() && !is_digit(rest[u]) && !is_blank(rest[u]) && rest[u] != '.') {
+      ++u;
+    }
+    const std::string_view word = rest.substr(0, u);
+    std::uint64_t unit = kUsecPerSec;  // a bare number: seconds
+    if (!word.empty()) {
+      const auto *found =
+          std::find_if(std::begin(kTimeUnits), std::end(kTimeUnits),
+                       [&](const TimeUnit &t) { return t.word == word; });
+      if (found == std::end(kTimeUnits)) {
+        return refuse();
+      }
+      unit = found->usec;
+    }
+    rest.remove_prefix(u);
+    while (!rest.empty() && is_blank(rest.front())) {
+      rest.remove_prefix(1);
+    }
+    const auto term = time_term(*whole, fraction, unit);
+    if (!term || *term > kTimeInfinity - 1 - total) {
+      return bad(fmt::format("'{}' is too long a time span: give infinity for no limit",
+                             printable(text)));
+    }
+    total += *term;
+  }
+  return total;
+}
+
+namespace {
+
+// A time span option's value, its error naming the option.
+Result<std::uint64_t> option_time(std::string_view option, std::string_view text) {
+  auto span = parse_time_span(text);
+  if (!span) {
+    return bad(fmt::format("{}={}: {}", option, printable(text), span.error().message));
+  }
+  return span;
+}
+
+// systemd's booleans (parse_boolean).
+Result<bool> option_bool(std::string_view option, std::string_view text) {
+  constexpr std::string_view kTrue[] = {"1", "yes", "y", "true", "t", "on"};
+  constexpr std::string_view kFalse[] = {"0", "no", "n", "false", "f", "off"};
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  });
+  if (std::find(std::begin(kTrue), std::end(kTrue), lower) != std::end(kTrue)) {
+    return true;
+  }
+  if (std::find(std::begin(kFalse), std::end(kFalse), lower) != std::end(kFalse)) {
+    return false;
+  }
+  return bad(fmt::format("{}={} is not a boolean: give yes or no (1, true, on; 0, false, off)",
+                         option, printable(text)));
 }
 
 // Checks sector-size= as open checks --sector-size, against the most any kernel takes
@@ -158,7 +319,22 @@ std::vector<OptionRule> option_rules() {
        }},
       {"timeout", true,
        [](std::string_view value, VolumeOptions &v) -> Result<void> {
-         return store(parse_timeout(value), v.timeout_s);
+         auto span = option_time("timeout", value);
+         if (!span) {
+           return span.error();
+         }
+         v.timeout_us = *span == kTimeInfinity ? 0 : *span;  // both: no limit
+         return Ok{};
+       }},
+      {"x-systemd.device-timeout", true,
+       [](std::string_view value, VolumeOptions &v) -> Result<void> {
+         return store(option_time("x-systemd.device-timeout", value), v.device_timeout_us);
+       }},
+      {"_netdev", false, flag_into(&VolumeOptions::netdev, true)},
+      {"headless", false, flag_into(&VolumeOptions::headless, true)},
+      {"headless", true,
+       [](std::string_view value, VolumeOptions &v) -> Result<void> {
+         return store(option_bool("headless", value), v.headless);
        }},
       {"check", false,
        [](std::string_view, VolumeOptions &v) -> Result<void> {
@@ -212,9 +388,121 @@ Error foreign_option(std::string_view name) {
                     "in /etc/crypttab",
                     name, name));
   }
+  if (name == "keyfile-timeout") {
+    return bad(
+        "keyfile-timeout= (wait for a key on a device, then ask for a passphrase) is not "
+        "supported: name the key file or the key device in the third field (the volume waits "
+        "for it), or ask for a passphrase with none");
+  }
   return bad(fmt::format("unknown option '{}': see lbscrypttab(5) for the options lbscrypt takes",
                          printable(name)));
 }
+
+// The bits one AES key of the cipher gets, when the cipher is AES in a mode whose key is the
+// cipher's keys alone (xts: two; the IV modes lmk, tcw and elephant add key material of their
+// own, so they are left to the kernel); nullopt for other ciphers.
+std::optional<std::uint32_t> aes_key_bits(const CipherSpec &spec, std::uint32_t bits,
+                                          std::string &mode) {
+  if (spec.ivmode == "lmk" || spec.ivmode == "tcw" || spec.ivmode == "elephant") {
+    return std::nullopt;
+  }
+  std::string cipher = spec.cipher;
+  mode = spec.chainmode;
+  if (spec.capi) {  // capi:xts(aes)-plain64: MODE(aes)
+    const auto open = cipher.find('(');
+    if (open == std::string::npos || !cipher.ends_with(')')) {
+      return std::nullopt;
+    }
+    mode = cipher.substr(0, open);
+    cipher = cipher.substr(open + 1, cipher.size() - open - 2);
+  }
+  if (cipher != "aes") {
+    return std::nullopt;
+  }
+  const std::uint32_t keys = spec.keycount * (mode == "xts" ? 2U : 1U);
+  return bits % keys == 0 ? bits / keys : 0;
+}
+
+// The checks that need several options, or the key field: what attach would refuse at boot.
+Result<void> check_together(const VolumeOptions &v, bool passphrase,
+                            const std::set<std::string, std::less<>> &seen) {
+  if (passphrase && (seen.contains("keyfile-offset") || seen.contains("keyfile-size"))) {
+    return bad(
+        "keyfile-offset= and keyfile-size= are for a key file, and the line asks for a "
+        "passphrase: drop them, or name the key file in the third field");
+  }
+  if (!passphrase && v.key.hash && *v.key.hash != "plain") {
+    return bad(fmt::format(
+        "hash={} with a key file has two meanings: systemd-cryptsetup hashes the key file's "
+        "bytes with it, the cryptsetup command line ignores it; write hash=plain, or drop "
+        "hash=, to use the key file's bytes as the key (both agree on that)",
+        printable(*v.key.hash)));
+  }
+  if (v.key.hash) {
+    const auto colon = v.key.hash->find(':');
+    if (colon != std::string::npos) {
+      const auto bytes = parse_decimal_u32(std::string_view(*v.key.hash).substr(colon + 1));
+      const std::uint32_t key_bytes = v.key.key_size_bits / 8;
+      if (!bytes || *bytes == 0 || *bytes > key_bytes) {
+        return bad(fmt::format(
+            "hash={}: the part after ':' is how many bytes of the hash make the key (the rest "
+            "is zeros); give 1 to {} (size={}), or the hash alone",
+            printable(*v.key.hash), key_bytes, v.key.key_size_bits));
+      }
+    }
+  }
+  const std::uint64_t unit = v.mapping.sector_size / kSectorBytes;
+  if (unit > 1 && v.mapping.offset % unit != 0) {
+    return bad(fmt::format(
+        "offset={} is not a multiple of sector-size={} ({} sectors of 512 bytes): the data "
+        "would not start on a sector; give offset={} or {}",
+        v.mapping.offset, v.mapping.sector_size, unit, v.mapping.offset / unit * unit,
+        (v.mapping.offset / unit + 1) * unit));
+  }
+  if (unit > 1 && v.mapping.skip % unit != 0) {
+    return bad(fmt::format(
+        "skip={} is not a multiple of sector-size={} ({} sectors of 512 bytes): the kernel "
+        "refuses such an IV offset",
+        v.mapping.skip, v.mapping.sector_size, unit));
+  }
+  if (const auto spec = parse_cipher_spec(v.mapping.cipher)) {
+    std::string mode;
+    if (const auto bits = aes_key_bits(*spec, v.key.key_size_bits, mode);
+        bits && *bits != 128 && *bits != 192 && *bits != 256) {
+      return bad(fmt::format(
+          "size={} does not fit cipher={}: {} takes AES keys of 128, 192 or 256 bits{}; give "
+          "size={}",
+          v.key.key_size_bits, v.mapping.cipher, mode.empty() ? "it" : mode,
+          mode == "xts" ? ", two of the same size (size=256 is AES-128, 512 AES-256)" : "",
+          (mode == "xts" ? 2 : 1) * spec->keycount * 256U));
+    }
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<void> check_key_field(std::string_view key) {
+  const bool odd = std::any_of(key.begin(), key.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte < 0x20 || byte == 0x7f || c == '"' || c == '\'' || c == '\\';
+  });
+  if (odd) {
+    return bad(fmt::format(
+        "key file '{}' holds a quote, a backslash or a control character: rename it",
+        printable(key)));
+  }
+  if (key.find(':') != std::string_view::npos) {
+    return bad(fmt::format(
+        "key '{}' is a KEY:DEVICE spec (a key file on another device), which lbscrypt does not "
+        "support: copy the key file to the root (or the initramfs), or name the key device "
+        "itself with keyfile-offset= and keyfile-size=",
+        printable(key)));
+  }
+  return Ok{};
+}
+
+namespace {
 
 std::vector<std::string_view> split(std::string_view text, char separator) {
   std::vector<std::string_view> parts;
@@ -246,6 +534,10 @@ std::vector<std::string_view> fields(std::string_view line) {
 }
 
 }  // namespace
+
+bool opened_by_initrd(const TabEntry &entry) {
+  return entry.volume.initrd_attach && !entry.volume.noauto;
+}
 
 bool is_passphrase_key(std::string_view key_field) {
   return key_field.empty() || key_field == "none" || key_field == "-";
@@ -303,6 +595,9 @@ Result<VolumeOptions> parse_volume_options(std::string_view options, bool passph
                     "not lbscrypt's ({}); name it, e.g. hash={}",
                     kDefaultPlainHash, kDefaultPlainHash));
   }
+  if (auto r = check_together(v, passphrase, seen); !r) {
+    return r.error();
+  }
   v.key.cipher_given = true;
   v.key.key_size_given = true;
   return v;
@@ -318,7 +613,7 @@ Result<std::string> volume_device_path(std::string_view device) {
   for (const auto &[tag, dir] : kTags) {
     if (device.starts_with(tag)) {
       const std::string_view id = device.substr(tag.size());
-      if (id.empty() || id.find('/') != std::string_view::npos) {
+      if (id.empty() || id == "." || id == ".." || id.find('/') != std::string_view::npos) {
         return bad(fmt::format("device {} names no {}: give {}VALUE without '/'", printable(device),
                                tag.substr(0, tag.size() - 1), tag));
       }
@@ -330,6 +625,16 @@ Result<std::string> volume_device_path(std::string_view device) {
         fmt::format("device '{}' is not an absolute path or UUID=, PARTUUID=, LABEL=, "
                     "PARTLABEL=: give /dev/disk/by-partuuid/... or PARTUUID=...",
                     printable(device)));
+  }
+  // systemd names the device's unit after the path as written: /dev/../dev/vdb would wait
+  // for a unit that never appears.
+  std::string normal = std::filesystem::path(device).lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') {
+    normal.pop_back();
+  }
+  if (normal != device) {
+    return bad(fmt::format("device '{}' is not a normalised path: write {}", printable(device),
+                           printable(normal)));
   }
   return std::string(device);
 }
@@ -358,15 +663,24 @@ Lbscrypttab parse_lbscrypttab(std::string_view text, std::string_view path) {
     if (!line.empty() && line.back() == '\r') {
       line.remove_suffix(1);
     }
-    const auto words = fields(line);
+    auto words = fields(line);
     if (words.empty() || words.front().front() == '#') {
       continue;
     }
+    const bool initrd_word =
+        words.size() > 3 && std::ranges::count(split(words[3], ','), "x-initrd.attach") > 0;
     const auto refuse = [&](const std::string &why) {
       tab.errors.push_back(bad(fmt::format("{}:{}: {}", path, number, why)));
+      tab.refused.push_back({number, initrd_word});
     };
+    if (words.size() > 4 && words[4].front() == '#') {
+      words.resize(4);  // a trailing comment
+    }
     if (words.size() < 2 || words.size() > 4) {
-      refuse(fmt::format("{} fields; a line is NAME DEVICE [KEY [OPTIONS]]", words.size()));
+      refuse(fmt::format(
+          "{} fields; a line is NAME DEVICE [KEY [OPTIONS]] (options are one field, joined by "
+          "commas without blanks; a trailing comment starts with #)",
+          words.size()));
       continue;
     }
     TabEntry entry;
@@ -394,6 +708,19 @@ Lbscrypttab parse_lbscrypttab(std::string_view text, std::string_view path) {
     }
     entry.path = std::move(device).value();
     const bool passphrase = is_passphrase_key(entry.key);
+    if (!passphrase) {
+      if (auto r = check_key_field(entry.key); !r) {
+        refuse(fmt::format("{}: {}", entry.name, r.error().message));
+        continue;
+      }
+    }
+    if (std::any_of(entry.options.begin(), entry.options.end(), [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        })) {
+      refuse(fmt::format("{}: the options hold a control character ({}): remove it", entry.name,
+                         printable(entry.options)));
+      continue;
+    }
     if (!passphrase && entry.key.front() != '/') {
       refuse(
           fmt::format("key file '{}' is not an absolute path: give /etc/keys/... or none to "
@@ -411,6 +738,13 @@ Lbscrypttab parse_lbscrypttab(std::string_view text, std::string_view path) {
     tab.entries.push_back(std::move(entry));
   }
   return tab;
+}
+
+std::string tab_record(const TabEntry &entry) {
+  const VolumeOptions &v = entry.volume;
+  return fmt::format("{} {} {} {} {} {} {} {}", entry.name, entry.device, entry.path, entry.key,
+                     v.mapping.sector_size, v.check.value_or("-"), v.mapping.cipher,
+                     entry.options);
 }
 
 }  // namespace lbscrypt

@@ -52,10 +52,10 @@ std::string exec_argument(std::string_view text) {
 // timeout=, each try's prompt time and half a minute for the device and the module.
 std::string timeout_sec(const VolumeOptions &v) {
   constexpr std::uint64_t kSlack = 30;
-  if (!v.timeout_s || v.tries == 0) {
+  if (!v.timeout_us || v.tries == 0) {
     return "infinity";
   }
-  return std::to_string(std::uint64_t{*v.timeout_s} * v.tries + kSlack);
+  return std::to_string((*v.timeout_us + 999999) / 1000000 * v.tries + kSlack);
 }
 
 std::string volume_unit(const TabEntry &e, const GeneratorSettings &settings) {

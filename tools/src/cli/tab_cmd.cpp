@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "tab_cmd.hpp"
+
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "output.hpp"
+
+namespace lbscrypt::cli {
+
+CLI::App *add_tab_command(CLI::App &app, TabArgs &args) {
+  auto *cmd = app.add_subcommand("tab", "Read lbscrypttab as the boot does (for scripts)");
+  cmd->set_help_flag("--help");
+  cmd->require_subcommand(1);
+  auto *list = cmd->add_subcommand(
+      "list",
+      "One line per volume: NAME DEVICE NODE KEY SECTOR-SIZE CHECK CIPHER OPTIONS (CHECK - "
+      "when none); refused lines on standard error");
+  list->set_help_flag("--help");
+  list->add_option("--tab", args.tab, "The lbscrypttab to read")->capture_default_str();
+  list->add_flag("--initrd", args.initrd,
+                 "Only the volumes the initramfs opens (x-initrd.attach, not noauto)");
+  return cmd;
+}
+
+int tab_command(const TabArgs &args, const Services &services, std::ostream &out,
+                std::ostream &err) {
+  const auto text = services.read_file(args.tab);
+  if (!text) {
+    if (text.error().code == Errc::not_found) {
+      return kExitOk;  // no lbscrypttab: no volume
+    }
+    print_error(err, text.error().message);
+    return exit_code(text.error().code);
+  }
+  const Lbscrypttab tab = parse_lbscrypttab(*text, args.tab);
+  bool refused = false;
+  for (std::size_t i = 0; i < tab.errors.size(); ++i) {
+    if (args.initrd && !tab.refused[i].initrd_attach) {
+      print_error(err, fmt::format("warning: {} (not an x-initrd.attach line: left out)",
+                                   tab.errors[i].message));
+      continue;
+    }
+    print_error(err, tab.errors[i].message);
+    refused = true;
+  }
+  for (const TabEntry &entry : tab.entries) {
+    if (!args.initrd || opened_by_initrd(entry)) {
+      out << tab_record(entry) << '\n';
+    }
+  }
+  out.flush();
+  if (!out) {
+    print_error(err, "cannot write the list to standard output");
+    return kExitInvalid;
+  }
+  return refused ? kExitInvalid : kExitOk;
+}
+
+}  // namespace lbscrypt::cli

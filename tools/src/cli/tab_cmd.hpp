@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// `lbscrypt tab list`: lbscrypttab as the tool's parser reads it, one record per volume, for
+// the initramfs hook and boot script (which so never parse the file themselves).
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli.hpp"
+#include "lbscrypt/crypttab.hpp"
+
+namespace lbscrypt::cli {
+
+struct TabArgs {
+  std::string tab = kLbscrypttab;
+  bool initrd = false;  // only the volumes the initramfs opens
+};
+
+// `tab`, with its one subcommand `list`; returns `tab`.
+[[nodiscard]] CLI::App *add_tab_command(CLI::App &app, TabArgs &args);
+
+// Prints tab_record() for each volume; each refused line on `err`. Exit 1 when a line is
+// refused (with --initrd: a line that names x-initrd.attach; the others draw a warning).
+[[nodiscard]] int tab_command(const TabArgs &args, const Services &services, std::ostream &out,
+                              std::ostream &err);
+
+}  // namespace lbscrypt::cli
