@@ -41,10 +41,11 @@ struct MappingRequest {
   std::string cipher = kDefaultCipher;
   std::uint64_t offset = 0;           // --offset: start on the device
   std::uint64_t skip = 0;             // --skip: iv_offset
-  std::optional<std::uint64_t> size;  // --size; default: the rest of the device
+  std::optional<std::uint64_t> size;  // --size; absent or 0: the rest of the device
   std::uint32_t sector_size = 512;    // --sector-size, bytes
   CryptFlags flags;                   // allow_discards, ... (kFlagWords)
   MappingType type = MappingType::plain;
+  std::uint32_t key_bytes = 0;  // the key's size, checked against the cipher (0: unchecked)
 };
 
 // Validates the request against the kernel (gate), the device (size, LUKS header) and returns
