@@ -52,8 +52,7 @@ struct MappingRequest {
 // the table this kernel loads exactly as written, without its key (EmptyKey). Nothing is
 // touched and no key is asked for: a refusal comes before any prompt. Up to 4096 no
 // device-mapper is needed (every crypt target takes those sizes); above, its version is.
-[[nodiscard]] Result<CryptTable> prepare_table(const MappingRequest &request,
-                                               const Environment &env);
+[[nodiscard]] Result<CryptTable> prepare_table(const MappingRequest &given, const Environment &env);
 
 // A mapping named as cryptsetup takes it: NAME or /dev/mapper/NAME.
 [[nodiscard]] std::string mapping_name(std::string_view argument);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -19,6 +20,22 @@
 
 namespace {
 
+// Takes `fd` when it is closed. The lowest free number is `fd` itself: 0, 1 and 2 are looked
+// at in order. False when /dev/null cannot be opened there.
+bool hold_if_closed(int fd) {
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg)
+  if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) {
+    return true;
+  }
+  const int flags = fd == STDIN_FILENO ? O_WRONLY : O_RDONLY;
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg, hicpp-signed-bitwise)
+  const int taken = open("/dev/null", flags | O_NOCTTY);
+  if (taken != fd && taken >= 0) {
+    close(taken);
+  }
+  return taken == fd;
+}
+
 // A standard stream the caller closed keeps behaving as closed (reading or writing it fails
 // with EBADF, as coreutils' and cryptsetup's do), but its number is taken at once by /dev/null
 // opened the other way round: no file opened later (libcryptsetup's /dev/urandom, a key file)
@@ -26,23 +43,7 @@ namespace {
 // /dev/null cannot be opened.
 bool reserve_closed_streams() {
   constexpr std::array<int, 3> kStreams{STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO};
-  for (const int fd : kStreams) {
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg)
-    if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) {
-      continue;
-    }
-    // The lowest free number is `fd`: 0, 1 and 2 are looked at in order.
-    const int flags = fd == STDIN_FILENO ? O_WRONLY : O_RDONLY;
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg, hicpp-signed-bitwise)
-    const int taken = open("/dev/null", flags | O_NOCTTY);
-    if (taken != fd) {
-      if (taken >= 0) {
-        close(taken);
-      }
-      return false;
-    }
-  }
-  return true;
+  return std::ranges::all_of(kStreams, hold_if_closed);
 }
 
 // As coreutils' close_stdout: what is still buffered is written now, and a failed write (a

@@ -35,7 +35,7 @@ Error key_file_error(const std::string &path, int error) {
 // What a key file or standard input may hold before it is refused as too large, and so the
 // most --keyfile-offset skips by reading where nothing can be sought: cryptsetup's default
 // key file limit (8 MiB).
-constexpr std::uint64_t kMaxKeyFileBytes = 8U * 1024U * 1024U;
+constexpr std::uint64_t kMaxKeyFileBytes = 8ULL * 1024 * 1024;
 
 // Reads up to `size` bytes into `buffer`, until end of file; the count read, or -errno.
 ssize_t read_full(int fd, std::uint8_t *buffer, std::size_t size) {
