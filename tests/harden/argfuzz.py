@@ -29,6 +29,16 @@ A run fails when the tool
   with output that differs in shape from the template's own (a table line: one
   line of printable ASCII, single spaces, the template's word count; JSON: one
   document). Every template must first be accepted as it is, or the run fails.
+Then the STREAMS phase (issue 33, section 5) runs the templates with their standard
+streams as a shell can leave them, and a FIFO key file:
+- standard input closed (0<&-): a template that reads its key from a file gives its
+  usual answer; one that reads a passphrase is refused with one line, never a table
+  made from whatever the tool opened next on fd 0;
+- standard output closed (1>&-) or /dev/full: exit non-zero, one line on standard
+  error that says standard output cannot be written;
+- standard error closed (2>&-): the answer of the template is unchanged;
+- a FIFO key file whose writer writes the key and exits at once (10 runs): the line
+  comes within the time limit (the key file is opened once, its writer never lost).
 Prints each failure with its command line, then a summary; exit status 1 on any.
 """
 import argparse
@@ -39,6 +49,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 TIME_LIMIT = 10
 NOBODY = 65534
@@ -198,11 +210,20 @@ def shape_error(shape, out, words):
     return None
 
 
-def run(tool, argv, env, shape=None, words=None):
+def closing(fds):
+    """a preexec_fn that closes FDS (as `0<&-` does) and drops privileges"""
+    def preexec():
+        for fd in fds:
+            os.close(fd)
+        drop_privileges()
+    return preexec
+
+
+def run(tool, argv, env, shape=None, words=None, close=(), stdout=subprocess.PIPE):
     try:
-        p = subprocess.run([tool] + argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        p = subprocess.run([tool] + argv, stdin=subprocess.DEVNULL, stdout=stdout,
                            stderr=subprocess.PIPE, env=env, timeout=TIME_LIMIT,
-                           preexec_fn=drop_privileges, check=False)
+                           preexec_fn=closing(close), check=False)
     except subprocess.TimeoutExpired:
         return "timeout", "ran past %d s" % TIME_LIMIT, None
     except ValueError as e:        # a NUL byte cannot be an argument
@@ -216,7 +237,7 @@ def run(tool, argv, env, shape=None, words=None):
         return "control", "a control byte on standard error: %r" % err[:600], p.returncode
     if shape and p.returncode != 0 and p.stdout:
         return "output", "exit %d after writing %r" % (p.returncode, p.stdout[:300]), p.returncode
-    if shape and p.returncode == 0:
+    if shape and p.returncode == 0 and stdout == subprocess.PIPE:
         why = shape_error(shape, p.stdout, words)
         if why:
             return "output", why, p.returncode
@@ -250,6 +271,95 @@ def templates(keydir):
     return [(shape, [key if w == KEY else w for w in argv]) for shape, argv in TEMPLATES]
 
 
+# A passphrase template: the key comes from standard input.
+PASSPHRASE = ["table", "--assume-version", "1.30.0", "--assume-page-size", "65536", "--size", "8",
+              "--cipher", "aes-xts-plain64", "--key-size", "256", "--hash", "sha256", DEV]
+STREAM_WRITE_ERROR = "lbscrypt: cannot write to standard output: "
+
+
+def fifo_writer(path, data, deadline):
+    """writes DATA into the FIFO at PATH once a reader has it open, then closes it (as
+    `printf KEY > fifo &` does); gives up at DEADLINE (time.monotonic()) if none comes"""
+    while time.monotonic() < deadline:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:        # ENXIO: no reader yet
+            time.sleep(0.005)
+            continue
+        try:
+            os.set_blocking(fd, True)
+            os.write(fd, data)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return
+
+
+def raw(tool, argv, env, close=(), stdout=subprocess.PIPE):
+    """the finished process of one run, its streams as CLOSE and STDOUT leave them"""
+    try:
+        return subprocess.run([tool] + argv, stdin=subprocess.DEVNULL, stdout=stdout,
+                              stderr=subprocess.PIPE, env=env, timeout=TIME_LIMIT,
+                              preexec_fn=closing(close), check=False)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def one_line_refusal(p, start, label):
+    """(kind, detail) unless P exited non-zero with one line on stderr starting START"""
+    if p is None:
+        return "timeout", "%s: ran past %d s" % (label, TIME_LIMIT)
+    err = p.stderr.decode("utf-8", "replace")
+    lines = err.rstrip("\n").split("\n") if err.strip() else []
+    # a template's own warnings (cryptsetup's, printed as it prints them) come before
+    lines = [ln for ln in lines if not ln.startswith("WARNING: ")]
+    if SANITIZER.search(err) or p.returncode < 0:
+        return "sanitizer", "%s: exit %d: %s" % (label, p.returncode, err[-3000:])
+    if p.returncode == 0 or len(lines) != 1 or not lines[0].startswith(start):
+        return "streams", "%s: exit %d, stderr %r" % (label, p.returncode, err[:600])
+    return None, None
+
+
+def streams(tool, env, lines, keydir, count):
+    """the STREAMS phase: [(id, argv, kind, detail, rc)] of every run"""
+    results = []
+    for n, (shape, argv) in enumerate(lines):
+        for label, close in (("0<&-", (0,)), ("2>&-", (2,))):
+            kind, detail, rc = run(tool, argv, env, shape, close=close)
+            if not kind and rc != 0:
+                kind, detail = "streams", "exit %d with %s" % (rc, label)
+            results.append(("s%d %s" % (n, label), argv, kind, detail, rc))
+        p = raw(tool, argv, env, close=(1,))
+        kind, detail = one_line_refusal(p, STREAM_WRITE_ERROR, "1>&-")
+        results.append(("s%d 1>&-" % n, argv, kind, detail, p.returncode if p else None))
+        with open("/dev/full", "wb") as full:
+            p = raw(tool, argv, env, stdout=full)
+        kind, detail = one_line_refusal(p, STREAM_WRITE_ERROR, ">/dev/full")
+        results.append(("s%d >/dev/full" % n, argv, kind, detail, p.returncode if p else None))
+    p = raw(tool, PASSPHRASE, env, close=(0,))
+    kind, detail = one_line_refusal(p, "lbscrypt: standard input is closed", "0<&-")
+    if not kind and p.stdout:
+        kind, detail = "streams", "0<&-: a table from no passphrase: %r" % p.stdout[:300]
+    results.append(("s passphrase 0<&-", PASSPHRASE, kind, detail, p.returncode if p else None))
+    fifo = os.path.join(keydir, "fifo")
+    os.mkfifo(fifo, 0o644)
+    key = os.urandom(64)
+    shape, argv = lines[0]
+    argv = [fifo if w.endswith("/key") else w for w in argv]
+    for i in range(count):
+        writer = threading.Thread(target=fifo_writer,
+                                  args=(fifo, key, time.monotonic() + TIME_LIMIT))
+        writer.start()
+        kind, detail, rc = run(tool, argv, env, shape)
+        writer.join()
+        if not kind and rc != 0:
+            kind, detail = "streams", "a FIFO key file whose writer exits: exit %d" % rc
+        results.append(("s fifo%d" % i, argv, kind, detail, rc))
+    os.unlink(fifo)
+    return results
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("tool")
@@ -266,7 +376,8 @@ def main():
                ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=99",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=99")
     counts = {"runs": 0, "exit_0": 0, "refused": 0, "crash": 0, "sanitizer": 0,
-              "refusal": 0, "timeout": 0, "control": 0, "output": 0, "template": 0}
+              "refusal": 0, "timeout": 0, "control": 0, "output": 0, "template": 0,
+              "streams": 0}
     codes, failures = {}, []
 
     def count(i, argv, kind, detail, rc):
@@ -310,21 +421,26 @@ def main():
             injected["lines"] += 1
             injected["accepted"] += 1 if rc == 0 and not kind else 0
             count("i%d" % i, argv, kind, detail, rc)
+        stream_runs = streams(tool, env, lines, keydir, 10)
+        for i, argv, kind, detail, rc in stream_runs:
+            count(i, argv, kind, detail, rc)
 
     bad = sum(counts[k] for k in ("crash", "sanitizer", "refusal", "timeout", "control",
-                                  "output", "template"))
+                                  "output", "template", "streams"))
     print("argfuzz: %d command lines (seed %d) over %d subcommands, %d of them templates with "
           "a byte put in (%d accepted): %d exit 0, %d refused (exit codes %s); %d crashes, "
           "%d sanitizer reports, %d refusals not one line, %d control bytes on stderr, "
-          "%d bad outputs, %d templates refused, %d over %d s" % (
+          "%d bad outputs, %d templates refused, %d over %d s; %d stream and FIFO runs, %d failed" % (
               counts["runs"], a.seed, len(g), injected["lines"], injected["accepted"],
               counts["exit_0"], counts["refused"],
               ", ".join("%d x%d" % kv for kv in sorted(codes.items())),
               counts["crash"], counts["sanitizer"], counts["refusal"], counts["control"],
-              counts["output"], counts["template"], counts["timeout"], TIME_LIMIT))
+              counts["output"], counts["template"], counts["timeout"], TIME_LIMIT,
+              len(stream_runs), sum(1 for r in stream_runs if r[2])))
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(dict(counts, seed=a.seed, exit_codes=codes, injected=injected,
+                           stream_runs=len(stream_runs),
                            failures=failures[:50], subcommands=sorted(g)), f, indent=1)
     return 1 if bad else 0
 

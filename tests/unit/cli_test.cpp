@@ -852,3 +852,62 @@ TEST_CASE("cli open and status: the torn-sector warning on stderr, stdout unchan
         "mapping starts at byte 4096 of the disk, not a multiple of 65536 "
         "(Documentation/dm-crypt-lbs.rst, \"Torn writes\")\n");
 }
+
+TEST_CASE("cli table: --size 0 is the rest of the device, as cryptsetup's", "[cli]") {
+  Cli cli;
+  REQUIRE(cli.run({"table", "--size", "0", "-o", "8", "--sector-size", "4096", "-d", kKeyFile,
+                   "/dev/ram0"}) == 0);
+  CHECK(cli.out.str() ==
+        "0 131064 crypt aes-xts-plain64 " + kKeyHex + " 0 /dev/ram0 8 1 sector_size:4096\n");
+  // For another machine there is no device to measure: a length must be given.
+  CHECK(cli.run({"table", "--assume-version", "1.30.0", "--assume-page-size", "65536", "--size",
+                 "0", "-d", kKeyFile, "/dev/vdb"}) == lbscrypt::cli::kExitDevice);
+  CHECK(cli.out.str().empty());
+  CHECK(cli.err.str() ==
+        "lbscrypt: Device /dev/vdb does not exist, and without --size (or with --size 0) the "
+        "mapping is the rest of it: give --size in sectors for a table meant for another "
+        "machine\n");
+}
+
+TEST_CASE("cli table: --iv-large-sectors at sector size 512 is refused, as cryptsetup's", "[cli]") {
+  Cli cli;
+  CHECK(cli.run({"table", "--iv-large-sectors", "-d", kKeyFile, "/dev/ram0"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.out.str().empty());
+  CHECK(cli.err.str() ==
+        "lbscrypt: --iv-large-sectors counts the IV in sector-size units and needs "
+        "--sector-size above 512: drop it, or give the sector size\n");
+  CHECK(cli.run({"table", "--iv-large-sectors", "--sector-size", "4096", "-d", kKeyFile,
+                 "/dev/ram0"}) == 0);
+}
+
+TEST_CASE("cli table: tables a kernel refuses are refused offline too", "[cli]") {
+  Cli cli;
+  const std::vector<std::string> offline{
+      "table", "--assume-version", "1.30.0", "--assume-page-size", "65536", "-d", kKeyFile};
+  const auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = offline;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return cli.run(args);
+  };
+  CHECK(run({"--size", "8", "--offset", "18446744073709551608", "/dev/vdb"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK_THAT(cli.err.str(), Catch::Contains("ends beyond"));
+  CHECK(run({"--size", "8", "-s", "8", "/dev/vdb"}) == lbscrypt::cli::kExitInvalid);
+  CHECK_THAT(cli.err.str(), Catch::Contains("a 1-byte key for XTS"));
+  CHECK(run({"--size", "8", "-c", "aes-xts-foo", "/dev/vdb"}) == lbscrypt::cli::kExitInvalid);
+  CHECK_THAT(cli.err.str(), Catch::Contains("unknown IV mode 'foo'"));
+  CHECK(run({"--size", "8", "-c", "AES-XTS-PLAIN64", "/dev/vdb"}) == lbscrypt::cli::kExitInvalid);
+  CHECK_THAT(cli.err.str(), Catch::Contains("names are lower case"));
+  CHECK(run({"--size", "8", "--", "-v"}) == lbscrypt::cli::kExitInvalid);
+  CHECK_THAT(cli.err.str(), Catch::Contains("device '-v' is neither MAJOR:MINOR"));
+  CHECK(cli.out.str().empty());
+}
+
+TEST_CASE("cli table: a relative device path that is here goes into the table absolute", "[cli]") {
+  Cli cli;
+  cli.devices.sizes["ram0"] = 64ULL * 1024 * 1024;
+  REQUIRE(cli.run({"table", "--size", "8", "-d", kKeyFile, "ram0"}) == 0);
+  const std::string path = std::filesystem::absolute("ram0").lexically_normal().string();
+  CHECK(cli.out.str() == "0 8 crypt aes-xts-plain64 " + kKeyHex + " 0 " + path + " 0\n");
+}

@@ -177,3 +177,80 @@ TEST_CASE("predict names the truncation it foresees", "[gating][predict]") {
   const auto p = lbscrypt::predict(table_with("69632"), kStock, 65536);
   CHECK_THAT(p.reason, Catch::Contains("69632") && Catch::Contains("4096"));
 }
+
+TEST_CASE("predict: what every crypt target refuses before the sector size", "[gating][predict]") {
+  struct Row {
+    const char *what;
+    void (*change)(CryptTable &);
+    const char *reason;  // the start of predict()'s reason
+  };
+  const Row rows[] = {
+      {"offset + length past 2^64", [](CryptTable &t) { t.offset = 18446744073709551615ULL; },
+       "offset 18446744073709551615 + length 131072 ends beyond"},
+      {"offset + length past the largest device",
+       [](CryptTable &t) { t.offset = 18014398509481984ULL - 8; },
+       "offset 18014398509481976 + length 131072 ends beyond 18014398509481983 sectors"},
+      {"start + length past the largest device",
+       [](CryptTable &t) { t.start = 18014398509481983ULL; },
+       "start 18014398509481983 + length 131072 ends beyond"},
+      {"length 0", [](CryptTable &t) { t.length = 0; }, "length 0"},
+      {"a 1-byte XTS key", [](CryptTable &t) { t.key = lbscrypt::SecretBuffer("k", 1); },
+       "a 1-byte key for XTS"},
+      {"a 20-byte AES-XTS key", [](CryptTable &t) { t.key = lbscrypt::SecretBuffer(20); },
+       "a 20-byte key for aes-xts-plain64: AES takes 16, 24 or 32 bytes"},
+      {"a 24-byte AES-CBC key split in two",
+       [](CryptTable &t) {
+         t.cipher = "aes:2-cbc-plain";
+         t.key = lbscrypt::SecretBuffer(24);
+       },
+       "a 12-byte key for aes:2-cbc-plain"},
+      {"an unknown IV mode", [](CryptTable &t) { t.cipher = "aes-xts-foo"; },
+       "cipher 'aes-xts-foo': unknown IV mode 'foo'"},
+      {"an upper-case IV mode", [](CryptTable &t) { t.cipher = "aes-xts-PLAIN64"; },
+       "cipher 'aes-xts-PLAIN64': unknown IV mode 'PLAIN64'"},
+      {"upper-case names", [](CryptTable &t) { t.cipher = "AES-XTS-plain64"; },
+       "cipher 'AES-XTS-plain64': the kernel's crypto API names are lower case"},
+      {"an upper-case essiv hash", [](CryptTable &t) { t.cipher = "aes-cbc-essiv:SHA256"; },
+       "cipher 'aes-cbc-essiv:SHA256': the kernel's crypto API names are lower case"},
+      {"essiv without its hash", [](CryptTable &t) { t.cipher = "aes-cbc-essiv"; },
+       "cipher 'aes-cbc-essiv': essiv needs a hash"},
+      {"a device word -v", [](CryptTable &t) { t.device = "-v"; },
+       "device '-v' is neither MAJOR:MINOR nor an absolute path"},
+      {"a relative device path", [](CryptTable &t) { t.device = "dev/ram0"; },
+       "device 'dev/ram0' is neither"},
+  };
+  for (const auto &row : rows) {
+    INFO(row.what);
+    CryptTable t = table_with("4096");
+    t.key = lbscrypt::SecretBuffer(64);
+    row.change(t);
+    for (const auto version : {kStock61, kStock, kLbs}) {
+      const auto p = lbscrypt::predict(t, version, 65536);
+      CHECK(p.outcome == Outcome::refused);
+      CHECK_THAT(p.reason, Catch::StartsWith(row.reason));
+    }
+  }
+  // What loads: each key size AES-XTS takes, MAJOR:MINOR, no key, a bare cipher name, a
+  // capi: name, and a range that ends exactly at the largest device.
+  CryptTable t = table_with("4096");
+  for (const std::size_t bytes : {std::size_t{32}, std::size_t{48}, std::size_t{64}}) {
+    t.key = lbscrypt::SecretBuffer(bytes);
+    CHECK(lbscrypt::predict(t, kLbs, 65536).outcome == Outcome::accepted);
+  }
+  t.device = "253:0";
+  CHECK(lbscrypt::predict(t, kStock, 65536).outcome == Outcome::accepted);
+  t.key = lbscrypt::EmptyKey{};
+  CHECK(lbscrypt::predict(t, kStock, 65536).outcome == Outcome::accepted);
+  t.cipher = "aes";
+  t.key = lbscrypt::SecretBuffer(16);
+  CHECK(lbscrypt::predict(t, kStock, 65536).outcome == Outcome::accepted);
+  t.cipher = "capi:xts(aes)-plain64";
+  t.key = lbscrypt::SecretBuffer(64);
+  CHECK(lbscrypt::predict(t, kLbs, 65536).outcome == Outcome::accepted);
+  t.cipher = "capi:xts(aes)-plain64";
+  t.key = lbscrypt::SecretBuffer(33);
+  CHECK(lbscrypt::predict(t, kLbs, 65536).outcome == Outcome::refused);
+  t.key = lbscrypt::SecretBuffer(64);
+  t.offset = 18014398509481983ULL - t.length;
+  CHECK(lbscrypt::predict(t, kLbs, 65536).outcome == Outcome::accepted);
+}

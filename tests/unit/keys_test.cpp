@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // Expected keys were computed independently (Python hashlib) from cryptsetup's plain-mode
 // rule: key = H(p) || H("A" p) || H("AA" p) ... cut to the key size.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
+
+#include <csignal>
 
 #include <cstdio>
 #include <cstring>
@@ -361,4 +366,210 @@ TEST_CASE("an unknown hash is refused before the passphrase is asked for", "[key
   CHECK_FALSE(lbscrypt::check_plain_hash(plan).ok());
   plan.hash.reset();  // a key file: no hash to check
   CHECK(lbscrypt::check_plain_hash(plan).ok());
+}
+
+namespace {
+
+// Runs `body` in a child process that is killed after `seconds`: code that would hang or spin
+// (the old FIFO and /dev/zero cases) fails the test instead of stalling the run. The exit
+// status: 0 when `body` returned true, 1 when false, 128 + the signal when killed.
+template <class F>
+int in_child(F body, unsigned seconds) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(seconds);
+    _exit(body() ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A FIFO in a fresh directory, removed with it.
+struct Fifo {
+  std::string dir;
+  std::string path;
+  Fifo() {
+    char tmpl[] = "/tmp/lbscrypt-fifo-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+    path = dir + "/key";
+    REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+  }
+  ~Fifo() {
+    unlink(path.c_str());
+    rmdir(dir.c_str());
+  }
+  Fifo(const Fifo &) = delete;
+  Fifo &operator=(const Fifo &) = delete;
+};
+
+// A writer that opens the FIFO, writes `data` at once and exits, as `printf KEY > fifo &`.
+pid_t fifo_writer(const std::string &path, const std::string &data) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGPIPE, SIG_IGN);
+    const int fd = open(path.c_str(), O_WRONLY);
+    const bool written =
+        fd >= 0 && write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
+    _exit(written ? 0 : 1);
+  }
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("a FIFO key file is opened once: a writer that writes and exits is read", "[keys]") {
+  const Fifo fifo;
+  const std::string key(32, 'k');
+  for (int run = 0; run < 5; ++run) {
+    const pid_t writer = fifo_writer(fifo.path, key);
+    const int status = in_child(
+        [&] {
+          KeyOptions o;
+          o.key_file = fifo.path;
+          const auto derived = lbscrypt::derive_plain_key(o, false, nullptr);
+          if (!derived) {
+            std::fprintf(stderr, "%s\n", derived.error().message.c_str());
+          }
+          return derived.ok() && derived->key.view() == key;
+        },
+        10);
+    kill(writer, SIGKILL);
+    waitpid(writer, nullptr, 0);
+    INFO("run " << run);
+    CHECK(status == 0);
+  }
+}
+
+TEST_CASE("a FIFO key file that ends early names what it gave and what the key needs", "[keys]") {
+  const Fifo fifo;
+  const pid_t writer = fifo_writer(fifo.path, "0123456789");
+  const int status = in_child(
+      [&] {
+        KeyOptions o;
+        o.key_file = fifo.path;
+        const auto derived = lbscrypt::derive_plain_key(o, false, nullptr);
+        return !derived.ok() &&
+               derived.error().message ==
+                   "key file " + fifo.path +
+                       " gave 10 bytes after --keyfile-offset 0, the key needs 32 (--key-size "
+                       "256): give a longer key";
+      },
+      10);
+  waitpid(writer, nullptr, 0);
+  CHECK(status == 0);
+}
+
+TEST_CASE("a huge --keyfile-offset on a character device fails at once", "[keys]") {
+  // /dev/zero cannot be sought: the offset would be read, 2^64-1 bytes of it.
+  const int status = in_child(
+      [] {
+        KeyOptions o;
+        o.key_file = "/dev/zero";
+        o.keyfile_offset = 18446744073709551615ULL;
+        const auto derived = lbscrypt::derive_plain_key(o, false, nullptr);
+        return !derived.ok() && derived.error().message.starts_with(
+                                    "--keyfile-offset 18446744073709551615 is too large for "
+                                    "/dev/zero: a FIFO or character device is skipped by "
+                                    "reading, at most 8388608 bytes");
+      },
+      10);
+  CHECK(status == 0);
+  // Within the bound, the bytes are read and dropped.
+  KeyOptions o;
+  o.key_file = "/dev/zero";
+  o.keyfile_offset = 4096 * 3 + 5;
+  const auto key = lbscrypt::derive_plain_key(o, false, nullptr);
+  REQUIRE(key.ok());
+  CHECK(key->key == SecretBuffer(32));
+  // And the same bound for standard input that is not a file.
+  const int from_stdin = in_child(
+      [] {
+        const int zero = open("/dev/zero", O_RDONLY);
+        if (zero < 0 || dup2(zero, STDIN_FILENO) != STDIN_FILENO) {
+          return false;
+        }
+        KeyOptions stdin_options;
+        stdin_options.key_file = "-";
+        stdin_options.hash = "plain";
+        stdin_options.keyfile_offset = 18446744073709551615ULL;
+        const auto derived = lbscrypt::derive_plain_key(stdin_options, false, nullptr);
+        return !derived.ok() &&
+               derived.error().message.starts_with(
+                   "--keyfile-offset 18446744073709551615 is too large for standard input");
+      },
+      10);
+  CHECK(from_stdin == 0);
+}
+
+TEST_CASE("a short key file gets the tool's own message, not libcryptsetup's errno", "[keys]") {
+  char path[] = "/tmp/lbscrypt-key-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, "0123456789abcdef", 16) == 16);
+  close(fd);
+  KeyOptions o;
+  o.key_file = path;
+  const auto key = lbscrypt::derive_plain_key(o, false, nullptr);
+  unlink(path);
+  REQUIRE_FALSE(key.ok());
+  CHECK(key.error().code == lbscrypt::Errc::key);
+  CHECK(key.error().message == std::string("key file ") + path +
+                                   " holds 16 bytes after --keyfile-offset 0, the key needs 32 "
+                                   "(--key-size 256): give a longer key file, a smaller offset or "
+                                   "a smaller key size");
+}
+
+TEST_CASE("a closed standard input is refused by name, never read", "[keys]") {
+  // main() holds fd 0 of a closed standard input with /dev/null opened write-only.
+  const int status = in_child(
+      [] {
+        const int null = open("/dev/null", O_WRONLY);
+        if (null < 0 || dup2(null, STDIN_FILENO) != STDIN_FILENO) {
+          return false;
+        }
+        bool all = true;
+        for (const bool key_file_dash : {false, true}) {
+          KeyOptions o;
+          o.hash = "sha256";
+          if (key_file_dash) {
+            o.key_file = "-";
+          }
+          const auto derived = lbscrypt::derive_plain_key(o, false, nullptr);
+          all = all && !derived.ok() &&
+                derived.error().message ==
+                    "standard input is closed: give the passphrase (or the key) there, or name "
+                    "a key file with --key-file";
+        }
+        return all;
+      },
+      10);
+  CHECK(status == 0);
+}
+
+TEST_CASE("a hash spec with a zero length, whitespace or no name is refused", "[keys]") {
+  for (const char *bad : {"sha256:0", "plain:0", "sha256: 8", "sha256:", ":8", "sha 256",
+                          "sha256:8x", "sha256:+8", "sha256:33", "sha256\t"}) {
+    INFO(bad);
+    KeyOptions o;
+    o.hash = bad;
+    const auto plan = lbscrypt::plan_plain_key(o, true);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.error().code == lbscrypt::Errc::invalid_argument);
+    CHECK_THAT(plan.error().message, Catch::StartsWith("--hash '"));
+    CHECK(lbscrypt::check_hash_spec(bad, 32, "hash=").error().message.starts_with("hash="));
+  }
+  for (const char *good : {"sha256", "sha256:8", "sha256:32", "plain", "plain:16", "ripemd160"}) {
+    INFO(good);
+    KeyOptions o;
+    o.hash = good;
+    CHECK(lbscrypt::plan_plain_key(o, true).ok());
+  }
+  CHECK_THAT(lbscrypt::check_hash_spec("sha256:0", 32).error().message,
+             Catch::StartsWith("--hash 'sha256:0' takes no byte of the passphrase: the key would "
+                               "be all zeros"));
+  CHECK_THAT(lbscrypt::check_hash_spec("sha256: 8", 32, "hash=").error().message,
+             Catch::StartsWith("hash=sha256: 8 contains whitespace"));
 }

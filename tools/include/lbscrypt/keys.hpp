@@ -14,6 +14,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lbscrypt/result.hpp"
@@ -67,6 +68,12 @@ using TerminalReader = std::function<Result<SecretBuffer>(std::size_t max_size)>
 // Errc::invalid_argument when the plan's hash is one libcryptsetup cannot make the key with
 // (an unknown name, HASH:N longer than the hash). Checked before any passphrase is asked for.
 [[nodiscard]] Result<void> check_plain_hash(const KeyPlan &plan);
+
+// Checks a plain-mode hash spec NAME or NAME:N before libcryptsetup sees it (its sscanf would
+// take ' 8' and 0): a name of printable ASCII without spaces, N decimal digits from 1 to
+// `key_bytes`. `field` names the option in the error ("--hash", "hash=").
+[[nodiscard]] Result<void> check_hash_spec(std::string_view spec, std::size_t key_bytes,
+                                           std::string_view field = "--hash");
 
 struct PlainKey {
   SecretBuffer key;

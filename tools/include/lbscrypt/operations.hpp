@@ -41,18 +41,18 @@ struct MappingRequest {
   std::string cipher = kDefaultCipher;
   std::uint64_t offset = 0;           // --offset: start on the device
   std::uint64_t skip = 0;             // --skip: iv_offset
-  std::optional<std::uint64_t> size;  // --size; default: the rest of the device
+  std::optional<std::uint64_t> size;  // --size; absent or 0: the rest of the device
   std::uint32_t sector_size = 512;    // --sector-size, bytes
   CryptFlags flags;                   // allow_discards, ... (kFlagWords)
   MappingType type = MappingType::plain;
+  std::uint32_t key_bytes = 0;  // the key's size, checked against the cipher (0: unchecked)
 };
 
 // Validates the request against the kernel (gate), the device (size, LUKS header) and returns
 // the table this kernel loads exactly as written, without its key (EmptyKey). Nothing is
 // touched and no key is asked for: a refusal comes before any prompt. Up to 4096 no
 // device-mapper is needed (every crypt target takes those sizes); above, its version is.
-[[nodiscard]] Result<CryptTable> prepare_table(const MappingRequest &request,
-                                               const Environment &env);
+[[nodiscard]] Result<CryptTable> prepare_table(const MappingRequest &given, const Environment &env);
 
 // A mapping named as cryptsetup takes it: NAME or /dev/mapper/NAME.
 [[nodiscard]] std::string mapping_name(std::string_view argument);

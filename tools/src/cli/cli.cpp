@@ -227,6 +227,9 @@ Result<void> settle(Options &o, const Parsed &p) {
   if (!given(p.check_device)) {
     o.check_device.reset();
   }
+  if (o.key.key_size_bits % 8 == 0) {
+    o.mapping.key_bytes = o.key.key_size_bits / 8;  // checked against the cipher before the key
+  }
   o.key.cipher_given = given(p.cipher);
   o.key.key_size_given = given(p.key_size);
   o.key.quiet = o.quiet;

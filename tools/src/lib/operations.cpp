@@ -43,6 +43,13 @@ Result<std::uint64_t> mapping_length(const MappingRequest &request, const Enviro
     if (offline) {
       return *request.size;
     }
+    if (env.assume_version) {
+      return make_error(Errc::device,
+                        fmt::format("Device {} does not exist, and without --size (or with "
+                                    "--size 0) the mapping is the rest of it: give --size in "
+                                    "sectors for a table meant for another machine",
+                                    request.device));
+    }
     return make_error(
         Errc::device,
         fmt::format("Device {} does not exist: give the path of a block device{}", request.device,
@@ -92,7 +99,9 @@ Result<std::uint64_t> mapping_length(const MappingRequest &request, const Enviro
 Result<void> check_alignment(const MappingRequest &request, std::uint64_t length) {
   const std::uint64_t unit = request.sector_size / kSectorBytes;
   if (length == 0) {
-    return make_error(Errc::refused, "the mapping would be empty; give a non-zero --size");
+    return make_error(Errc::refused,
+                      "the mapping would be empty: give a device with room after "
+                      "--offset");
   }
   if (length % unit != 0) {
     return make_error(Errc::refused,
@@ -169,7 +178,17 @@ Result<KnownCapabilities> table_capabilities(const MappingRequest &request,
 
 }  // namespace
 
-Result<CryptTable> prepare_table(const MappingRequest &request, const Environment &env) {
+Result<CryptTable> prepare_table(const MappingRequest &given, const Environment &env) {
+  MappingRequest request = given;
+  if (request.size == 0U) {
+    request.size.reset();  // as cryptsetup: --size 0 is the rest of the device
+  }
+  if (request.flags.iv_large_sectors && request.sector_size <= kDefaultSectorSize) {
+    // cryptsetup refuses it too: at 512 there is nothing to count in larger units.
+    return make_error(Errc::invalid_argument,
+                      "--iv-large-sectors counts the IV in sector-size units and needs "
+                      "--sector-size above 512: drop it, or give the sector size");
+  }
   // Every word that goes into the line, before anything else is asked.
   if (auto r = check_target_name(env.target_type); !r) {
     return r.error();
@@ -202,14 +221,32 @@ Result<CryptTable> prepare_table(const MappingRequest &request, const Environmen
   table.cipher = request.cipher;
   table.iv_offset = request.skip;
   table.device = request.device;
+  if (!request.device.starts_with('/')) {
+    // The kernel would look a relative path up in the loading process's directory: a path
+    // that is here goes into the table absolute (predict() refuses any other relative word).
+    const auto kind = env.devices->path_kind(request.device);
+    std::error_code error;
+    const auto absolute = std::filesystem::absolute(request.device, error);
+    if (kind && *kind != PathKind::missing && !error) {
+      table.device = absolute.lexically_normal().string();
+      if (auto r = check_table_word("device", table.device); !r) {
+        return r.error();  // the current directory's path cannot go into a table line
+      }
+    }
+  }
   table.offset = request.offset;
   CryptOptions &o = table.options;
   static_cast<CryptFlags &>(o) = request.flags;
   if (request.sector_size != kDefaultSectorSize) {
     o.sector_size_arg = std::to_string(request.sector_size);
   }
-  // Belt and braces: never hand out a table the kernel would load differently.
-  const Prediction p = predict(table, known->caps.version, known->caps.page_size);
+  // Belt and braces: never hand out a table the kernel would load differently. The key is
+  // not asked for yet; its size is what the cipher is checked against.
+  CryptTable probe = table;
+  if (request.key_bytes != 0) {
+    probe.key = SecretBuffer(request.key_bytes);
+  }
+  const Prediction p = predict(probe, known->caps.version, known->caps.page_size);
   if (p.outcome != Outcome::accepted) {
     return make_error(Errc::refused, fmt::format("the kernel would not load this table as "
                                                  "written: {}",
