@@ -66,7 +66,7 @@ dmsetup create lbs-kr --table "0 $len crypt_lbs aes-xts-plain64 $ref 0 $dev 0" |
 	fail "race: ours refused $ref: $(ti_error)"
 dmsetup suspend lbs-kr
 (
-	for _ in $(seq 1 100); do
+	for _ in $(seq 1 40); do
 		dmsetup message lbs-kr 0 key wipe
 		dmsetup message lbs-kr 0 key set "$ref"
 	done
