@@ -42,7 +42,8 @@ default_limit() {
 	upstream-tests) echo 300 ;;              # cryptsetup's fvault2 and luks1 tests, ~40 s on arm64-64k
 	torn) echo 300 ;;                        # ~3400 tears, both targets, every size
 	logwrites) echo 360 ;;                   # ~85 s on arm64-64k; LBS_LOGWRITES_FULL=1 ~1800 s, given its own
-	stacking) echo 600 ;;                    # 30 cells of mkfs, LVM, fsck; not yet timed (estimate 2-3 min)
+	stacking) echo 600 ;;
+	mainline) echo 360 ;;                    # ~70 cases on 64K pages, three targets in one boot; the full product ~4x                    # 30 cells of mkfs, LVM, fsck; not yet timed (estimate 2-3 min)
 	*) echo 120 ;;
 	esac
 }
