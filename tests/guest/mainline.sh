@@ -193,8 +193,9 @@ listing tab table --showkeys
 listing sta status
 # IMA: dmsetup measure prints each mapping's STATUSTYPE_IMA line
 listing ima measure
-ima_lines=${#ima[@]}
-[ "$ima_lines" -gt 0 ] || fail "dmsetup measure printed no line for any mapping: $(dmsetup measure 2>&1 | head -n 3 | tr '\n' ' ')"
+[ "${#ima[@]}" -gt 0 ] || fail "dmsetup measure printed no line for any mapping: $(dmsetup measure 2>&1 | head -n 3 | tr '\n' ' ')"
+printf 'mainline: case %s, as ours prints it: table %s; IMA %s\n' "${both[-1]}" "${tab[o-${both[-1]}]:-}" "${ima[o-${both[-1]}]:-}" |
+	sed -E 's/ [0-9a-f]{32,} / <key> /'
 
 # the data, both directions
 plain=/tmp/mainline.plain
