@@ -159,11 +159,13 @@ fetch-check: deps
 	@tests/fetch-check $(KERNELS)
 
 # The rig's host-side logic without a guest: apt sources in both formats, the
-# fallback from a pinned kernel that left the archive; and the torn-sector
-# table's generator and check on made-up tears (tests/torn/torn_table_test.py).
+# fallback from a pinned kernel that left the archive; the torn-sector
+# table's generator and check on made-up tears (tests/torn/torn_table_test.py);
+# the mainline reference's anchored edits and judge (tests/reference/mainline_test.py).
 rig-host-test: deps
 	@tests/rig-host-test
 	@python3 tests/torn/torn_table_test.py
+	@python3 tests/reference/mainline_test.py
 
 # Cheap and host-only first, then the module builds, then the guests. The stages
 # run in this order, each timed (qemu/lib/stages); make check stops at the first

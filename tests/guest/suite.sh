@@ -42,7 +42,13 @@ default_limit() {
 	upstream-tests) echo 300 ;;              # cryptsetup's fvault2 and luks1 tests, ~40 s on arm64-64k
 	torn) echo 300 ;;                        # ~3400 tears, both targets, every size
 	logwrites) echo 360 ;;                   # ~85 s on arm64-64k; LBS_LOGWRITES_FULL=1 ~1800 s, given its own
-	stacking) echo 600 ;;                    # 30 cells of mkfs, LVM, fsck; not yet timed (estimate 2-3 min)
+	stacking) echo 600 ;;
+	mainline)
+		# pairwise: 42 cases in ~90 s on arm64-16k, 76 in ~165 s on arm64-64k; the full
+		# product (LBS_MAINLINE_FULL=1, which tests/run-guest-tests sets where
+		# every test runs): 148 cases in ~210 s there (292 on 64K)
+		if [ "${LBS_MAINLINE_FULL:-0}" = 1 ]; then echo 1800; else echo 600; fi
+		;;                    # 30 cells of mkfs, LVM, fsck; not yet timed (estimate 2-3 min)
 	*) echo 120 ;;
 	esac
 }
