@@ -69,7 +69,7 @@ TEST_CASE("lbscrypttab: fields and options of good lines", "[crypttab]") {
   CHECK(pw.noauto);
   CHECK(pw.initrd_attach);
   CHECK(pw.tries == 0);
-  CHECK(pw.timeout_s == 120U);
+  CHECK(pw.timeout_us == 120000000U);
   CHECK(pw.check == "ext2");
   CHECK(pw.check_args == "ext4");
   CHECK(pw.mapping.flags.submit_from_crypt_cpus);
@@ -145,9 +145,9 @@ TEST_CASE("volume options: the same parser attach uses", "[crypttab]") {
   CHECK(v->mapping.cipher == "aes-cbc-essiv:sha256");
   CHECK(v->key.hash == "sha256");
   CHECK(parse_volume_options("plain,cipher=aes-xts-plain64,size=256", false).ok());
-  CHECK(parse_volume_options("cipher=aes-xts-plain64,size=256,timeout=30s", false)->timeout_s ==
-        30U);
-  CHECK(parse_volume_options("cipher=aes-xts-plain64,size=256,timeout=1h", false)->timeout_s ==
-        3600U);
+  CHECK(parse_volume_options("cipher=aes-xts-plain64,size=256,timeout=30s", false)->timeout_us ==
+        30000000U);
+  CHECK(parse_volume_options("cipher=aes-xts-plain64,size=256,timeout=1h", false)->timeout_us ==
+        3600000000U);
   CHECK(parse_volume_options("cipher=aes-xts-plain64,size=256,check", false)->check == "blkid");
 }

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -82,17 +83,36 @@ std::vector<std::string> check_command(const VolumeOptions &volume, const std::s
   return argv;
 }
 
+bool accepts_cached_passphrase(const VolumeOptions &volume) {
+  switch (volume.password_cache) {
+    case PasswordCache::yes:
+      return true;
+    case PasswordCache::no:
+      return false;
+    case PasswordCache::unset:
+      break;
+  }
+  return volume.check.has_value();
+}
+
 Result<AttachOutcome> attach_volume(const AttachRequest &request, const Environment &env,
                                     const AttachServices &services) {
   if (auto r = check_mapping_name(request.name); !r) {
     return r.error();
   }
-  const bool passphrase = is_passphrase_key(request.key);
-  auto volume = parse_volume_options(request.options, passphrase);
+  auto volume = parse_volume_options(request.options, is_passphrase_key(request.key));
   if (!volume) {
     return volume.error();
   }
-  VolumeOptions &v = *volume;
+  return attach_volume(request, std::move(volume).value(), env, services);
+}
+
+Result<AttachOutcome> attach_volume(const AttachRequest &request, VolumeOptions v,
+                                    const Environment &env, const AttachServices &services) {
+  if (auto r = check_mapping_name(request.name); !r) {
+    return r.error();
+  }
+  const bool passphrase = is_passphrase_key(request.key);
   const auto path = volume_device_path(request.device);
   if (!path) {
     return path.error();
@@ -124,7 +144,14 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, const Environm
       outcome.notes.push_back(*warning);
     }
   }
-  PassphraseQuestion question{request.name, request.device, v.timeout_s, true};
+  if (passphrase && v.headless) {
+    return make_error(Errc::key,
+                      fmt::format("{}: headless= forbids asking for a passphrase and the line "
+                                  "names no key file: give a key file, or drop headless=",
+                                  request.name));
+  }
+  PassphraseQuestion question{request.name, request.device, v.timeout_us,
+                              v.password_cache != PasswordCache::no, accepts_cached_passphrase(v)};
   for (std::uint32_t attempt = 1;; ++attempt) {
     const TerminalReader ask = [&](std::size_t /*max_size*/) -> Result<SecretBuffer> {
       if (!services.ask_passphrase) {
@@ -211,10 +238,14 @@ Result<int> run_program(const std::vector<std::string> &argv, SecretBuffer *outp
 }
 
 Result<SecretBuffer> ask_with_systemd(const PassphraseQuestion &q) {
+  // --timeout takes a systemd time span: microseconds keep every timeout= exact.
   std::vector<std::string> argv{"systemd-ask-password", "--icon=drive-harddisk",
-                                fmt::format("--id=lbscrypt:{}", q.name), "--keyname=lbscrypt",
-                                fmt::format("--timeout={}", q.timeout_s.value_or(0))};
-  if (q.accept_cached) {
+                                fmt::format("--id=lbscrypt:{}", q.name),
+                                fmt::format("--timeout={}us", q.timeout_us.value_or(0))};
+  if (q.keep) {
+    argv.emplace_back("--keyname=lbscrypt");
+  }
+  if (q.keep && q.accept_cached) {
     argv.emplace_back("--accept-cached");
   }
   argv.push_back(fmt::format("Passphrase for lbscrypt volume {} ({}):", q.name, q.device));

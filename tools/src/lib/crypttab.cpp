@@ -158,7 +158,24 @@ std::vector<OptionRule> option_rules() {
        }},
       {"timeout", true,
        [](std::string_view value, VolumeOptions &v) -> Result<void> {
-         return store(parse_timeout(value), v.timeout_s);
+         auto seconds = parse_timeout(value);
+         if (!seconds) {
+           return seconds.error();
+         }
+         v.timeout_us = std::uint64_t{*seconds} * 1000000U;
+         return Ok{};
+       }},
+      {"password-cache", true,
+       [](std::string_view value, VolumeOptions &v) -> Result<void> {
+         if (value == "yes" || value == "no") {
+           v.password_cache = value == "yes" ? PasswordCache::yes : PasswordCache::no;
+           return Ok{};
+         }
+         return bad(fmt::format(
+             "password-cache={}: give yes (take a kept passphrase even without check=) or no "
+             "(never keep or take one); read-only cannot be had, systemd-ask-password keeps "
+             "every answer",
+             printable(value)));
        }},
       {"check", false,
        [](std::string_view, VolumeOptions &v) -> Result<void> {
