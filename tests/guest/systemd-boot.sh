@@ -1,5 +1,5 @@
 #!/bin/bash
-# systemd-boot.sh TOKEN: the guest half of tests/systemd-check, run by the
+# systemd-boot.sh TOKEN LONG-NAME: the guest half of tests/systemd-check, run by the
 # systemd rootfs's lbs-command.service once multi-user.target is reached
 # (qemu/run --init systemd). The host made three disks and this guest's
 # /etc/lbscrypttab, /etc/fstab, key files and password agent (see
@@ -10,8 +10,8 @@ set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-[ $# -eq 1 ] || fail "usage: systemd-boot.sh TOKEN"
-token=$1
+[ $# -eq 2 ] || fail "usage: systemd-boot.sh TOKEN LONG-NAME"
+token=$1 long_name=$2
 
 # check WHAT COMMAND...: ok when COMMAND succeeds, else a soft failure naming
 # what was checked; verdict WHAT STATUS: the same for a status found before
@@ -55,7 +55,8 @@ check "dm_crypt_lbs is where DKMS installs it ($(modinfo -n dm_crypt_lbs 2>&1))"
 # unit the generator's, its filesystem mounted with the host's token, all before
 # multi-user.target was reached
 volume() {
-	local name=$1 sector=$2 mnt=$3 unit="lbscrypt@$1.service" mount table got source rc
+	local name=$1 sector=$2 mnt=$3 unit mount table got source rc
+	unit="lbscrypt@$(systemd-escape "$name").service"
 	mount=$(systemd-escape -p --suffix=mount "$mnt")
 	check "$unit is active ($(systemctl is-active "$unit" || true))" [ "$(systemctl is-active "$unit" || true)" = active ]
 	check "$unit was made by the generator ($(prop "$unit" FragmentPath))" \
@@ -81,6 +82,29 @@ volume() {
 }
 volume lbsdata 65536 /srv/data
 volume lbspass 16384 /srv/pass
+volume lbsforever 4096 /srv/forever
+volume "$long_name" 4096 /srv/long
+volume lbsroot 4096 /srv/root
+
+# --- the units as the generator wrote them
+slice_deps=$(prop system-lbscrypt.slice DefaultDependencies)
+check "system-lbscrypt.slice has no default dependencies ($slice_deps; $(prop system-lbscrypt.slice FragmentPath))" \
+	[ "$slice_deps" = no ]
+check "lbscrypt@lbsroot.service runs in system-lbscrypt.slice ($(prop lbscrypt@lbsroot.service Slice))" \
+	[ "$(prop lbscrypt@lbsroot.service Slice)" = system-lbscrypt.slice ]
+check "lbscrypt@lbsforever.service has no time limit ($(prop lbscrypt@lbsforever.service TimeoutStartUSec))" \
+	[ "$(prop lbscrypt@lbsforever.service TimeoutStartUSec)" = infinity ]
+check "lbscrypt@lbsforever.service shares the kernel keyring ($(prop lbscrypt@lbsforever.service KeyringMode))" \
+	[ "$(prop lbscrypt@lbsforever.service KeyringMode)" = shared ]
+
+# --- timeout=0: the passphrase answered 40 s after it was asked for
+late=$(journalctl -b -o cat -u lbs-lateagent.service 2>&1 || true)
+while IFS= read -r line; do echo "   lateagent| $line"; done <<<"$late"
+check "the late agent answered lbsforever's question" grep -q "askagent: answered 'Passphrase for lbscrypt volume lbsforever" <<<"$late"
+started=$(prop lbscrypt@lbsforever.service InactiveExitTimestampMonotonic)
+opened=$(prop lbscrypt@lbsforever.service ActiveEnterTimestampMonotonic)
+waited=$(((opened - started) / 1000000))
+check "lbscrypt@lbsforever waited ${waited} s for its passphrase (at least 40) and did not time out" [ "$waited" -ge 40 ]
 
 # --- the passphrase: asked through systemd-ask-password, answered by the agent
 agent=$(journalctl -b -o cat -u lbs-askagent.service 2>&1 || true)

@@ -120,8 +120,10 @@ TEST_CASE("attach: a passphrase from the agent is hashed as a typed line", "[att
   REQUIRE(rig.questions.size() == 1);
   CHECK(rig.questions.front().name == "vol");
   CHECK(rig.questions.front().device == "/dev/vdb");
-  CHECK(rig.questions.front().timeout_s == 45U);
-  CHECK(rig.questions.front().accept_cached);
+  CHECK(rig.questions.front().timeout_us == 45000000U);
+  // No check=: plain mode would open the volume with another volume's passphrase, silently.
+  CHECK_FALSE(rig.questions.front().accept_cached);
+  CHECK(rig.questions.front().keep);
   CHECK(rig.params() == "aes-xts-plain64 " + kCorrectKey + " 0 /dev/vdb 0");
   CHECK(rig.runs.empty());  // no check= given
 }
@@ -134,6 +136,7 @@ TEST_CASE("attach: check= closes a wrong passphrase's mapping and asks again, tr
   const auto done = rig.attach("-", "cipher=aes-xts-plain64,size=256,hash=sha256,check,tries=2");
   REQUIRE(done.ok());
   REQUIRE(rig.questions.size() == 2);
+  CHECK(rig.questions[0].accept_cached);  // check= tells a wrong kept passphrase
   CHECK_FALSE(rig.questions[1].accept_cached);
   REQUIRE(rig.runs.size() == 2);
   // Debian's blkid check is not installed here: blkid itself probes the mapping.
@@ -203,4 +206,63 @@ TEST_CASE("attach: bad input is refused before any key, prompt or device", "[att
   CHECK(rig.questions.empty());
   CHECK(rig.kernel.creates == 1);  // only too_big, on the 64K kernel
   CHECK(too_big.ok());
+}
+
+TEST_CASE("attach: a kept passphrase is taken only with check= or password-cache=yes", "[attach]") {
+  using lbscrypt::PasswordCache;
+  lbscrypt::VolumeOptions v;
+  CHECK_FALSE(lbscrypt::accepts_cached_passphrase(v));
+  v.check = "blkid";
+  CHECK(lbscrypt::accepts_cached_passphrase(v));
+  v.password_cache = PasswordCache::no;
+  CHECK_FALSE(lbscrypt::accepts_cached_passphrase(v));
+  v.check.reset();
+  v.password_cache = PasswordCache::yes;
+  CHECK(lbscrypt::accepts_cached_passphrase(v));
+
+  // Through attach, as the lines say it.
+  Rig opted_in;
+  opted_in.answers = {"correct horse"};
+  REQUIRE(opted_in.attach("none", "cipher=aes-xts-plain64,size=256,hash=sha256,password-cache=yes")
+              .ok());
+  REQUIRE(opted_in.questions.size() == 1);
+  CHECK(opted_in.questions[0].accept_cached);
+  CHECK(opted_in.questions[0].keep);
+  Rig opted_out;
+  opted_out.answers = {"correct horse"};
+  REQUIRE(opted_out
+              .attach("none", "cipher=aes-xts-plain64,size=256,hash=sha256,check,password-cache=no")
+              .ok());
+  REQUIRE(opted_out.questions.size() == 1);
+  CHECK_FALSE(opted_out.questions[0].accept_cached);
+  CHECK_FALSE(opted_out.questions[0].keep);
+  const auto read_only = opted_out.attach(
+      "none", "cipher=aes-xts-plain64,size=256,hash=sha256,password-cache=read-only");
+  REQUIRE_FALSE(read_only.ok());
+  CHECK_THAT(read_only.error().message, Catch::Contains("password-cache=read-only: give yes"));
+}
+
+TEST_CASE("attach: headless= never asks for a passphrase", "[attach]") {
+  Rig rig;
+  rig.answers = {"correct horse"};
+  auto v = lbscrypt::parse_volume_options("cipher=aes-xts-plain64,size=256,hash=sha256", true);
+  REQUIRE(v.ok());
+  v->headless = true;
+  const auto failed = lbscrypt::attach_volume(AttachRequest{"vol", "/dev/vdb", "none", ""}, *v,
+                                              rig.env, rig.services);
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.error().code == Errc::key);
+  CHECK(failed.error().message ==
+        "vol: headless= forbids asking for a passphrase and the line names no key file: give a key "
+        "file, or drop headless=");
+  CHECK(rig.questions.empty());
+  CHECK(rig.kernel.creates == 0);
+  // A key file needs no prompt: headless= changes nothing for it.
+  auto k = lbscrypt::parse_volume_options("cipher=aes-xts-plain64,size=256", false);
+  REQUIRE(k.ok());
+  k->headless = true;
+  CHECK(lbscrypt::attach_volume(AttachRequest{"vol", "/dev/vdb", kKeyFile, ""}, *k, rig.env,
+                                rig.services)
+            .ok());
+  CHECK(rig.questions.empty());
 }

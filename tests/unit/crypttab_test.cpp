@@ -282,8 +282,7 @@ TEST_CASE("lbscrypttab: options that would fail at boot are refused when parsed"
         "512 bytes): the data would not start on a sector; give offset=0 or 8");
   CHECK(accepted("v /dev/vdb /k " + kXts + ",sector-size=4096,offset=8").mapping.offset == 8);
   CHECK(accepted("v /dev/vdb /k " + kXts + ",offset=3").mapping.offset == 3);  // 512: any
-  CHECK(accepted("v /dev/vdb /k " + kXts + ",offset=128,sector-size=65536").mapping.offset ==
-        128);
+  CHECK(accepted("v /dev/vdb /k " + kXts + ",offset=128,sector-size=65536").mapping.offset == 128);
   CHECK_THAT(refusal("v /dev/vdb /k " + kXts + ",sector-size=65536,offset=64"),
              Catch::Contains("offset=64 is not a multiple of sector-size=65536 (128 sectors"));
   CHECK_THAT(refusal("v /dev/vdb /k " + kXts + ",sector-size=4096,skip=4"),
@@ -326,9 +325,9 @@ TEST_CASE("lbscrypttab: hash= with a key file is refused, naming both meanings",
 }
 
 TEST_CASE("lbscrypttab: repeated options are refused", "[crypttab]") {
-  for (const char *again : {"sector-size=4096,sector-size=65536", "offset=8,offset=16",
-                            "cipher=aes-xts-plain64", "keyfile-offset=1,keyfile-offset=2",
-                            "headless,headless=no"}) {
+  for (const char *again :
+       {"sector-size=4096,sector-size=65536", "offset=8,offset=16", "cipher=aes-xts-plain64",
+        "keyfile-offset=1,keyfile-offset=2", "headless,headless=no"}) {
     INFO(again);
     CHECK_THAT(refusal("v /dev/vdb /k " + kXts + "," + again), Catch::Contains("is given twice"));
   }
@@ -343,9 +342,9 @@ TEST_CASE("lbscrypttab: key specs and key fields", "[crypttab]") {
   CHECK_THAT(refusal("v /dev/vdb /k " + kXts + ",keyfile-timeout=10s"),
              Catch::Contains(":1: v: keyfile-timeout= (wait for a key on a device, then ask for "
                              "a passphrase) is not supported"));
-  for (const std::string &key : {std::string("/etc/it's"), std::string("/etc/\"k\""),
-                                std::string("/etc/a\\b"), std::string("/etc/a\x01"),
-                                std::string("/etc/a\x7f"), std::string("/etc/a\0b", 8)}) {
+  for (const std::string &key :
+       {std::string("/etc/it's"), std::string("/etc/\"k\""), std::string("/etc/a\\b"),
+        std::string("/etc/a\x01"), std::string("/etc/a\x7f"), std::string("/etc/a\0b", 8)}) {
     INFO(lbscrypt::printable(key));
     CHECK_THAT(refusal("v /dev/vdb " + key + " " + kXts),
                Catch::Contains("holds a quote, a backslash or a control character"));
@@ -370,12 +369,11 @@ TEST_CASE("lbscrypttab: a device path that is not normalised is refused", "[cryp
 }
 
 TEST_CASE("lbscrypttab: bad lines never keep the others, and tab_record", "[crypttab]") {
-  const auto tab = parse_lbscrypttab("bad1 /dev/vdb /k " + kXts + ",hash=sha1,x-initrd.attach\n" +
-                                         "good /dev/vdc /etc/k " + kXts +
-                                         ",check=ext2,x-initrd.attach\n" +
-                                         "bad2 /dev/vdd none " + kXts + " extra\n" +
-                                         "pw LABEL=x none " + kPass + ",sector-size=4096\n",
-                                     "t");
+  const auto tab = parse_lbscrypttab(
+      "bad1 /dev/vdb /k " + kXts + ",hash=sha1,x-initrd.attach\n" + "good /dev/vdc /etc/k " + kXts +
+          ",check=ext2,x-initrd.attach\n" + "bad2 /dev/vdd none " + kXts + " extra\n" +
+          "pw LABEL=x none " + kPass + ",sector-size=4096\n",
+      "t");
   REQUIRE(tab.entries.size() == 2);
   REQUIRE(tab.errors.size() == 2);
   REQUIRE(tab.refused.size() == 2);
@@ -520,26 +518,37 @@ TEST_CASE("lbscrypttab corpus: the parser, tab list and the generator agree on e
   CHECK(first_words(tab_list(text, false).out) == all);
   CHECK(initrd_refused);
 
-  // What the generator writes: one volume unit per accepted line, none for the others.
+  // What the generator writes: one volume unit per accepted line, none for the others; a name
+  // whose unit names would pass the 255 bytes of a file name gets an error naming it instead
+  // (attach and the initramfs open it; systemd cannot).
   const auto units = lbscrypt::generate_units(tab.entries, {"/usr/sbin/lbscrypt", "/corpus"});
   std::set<std::string> unit_files;
   for (const auto &file : units.files) {
     unit_files.insert(file.path);
   }
+  constexpr std::size_t kNameMax = 255;
+  std::size_t too_long = 0;
   for (const auto &name : all) {
     INFO(name);
-    CHECK(unit_files.contains(lbscrypt::volume_unit_name(name)));
+    if (lbscrypt::volume_unit_name(name).size() > kNameMax) {
+      ++too_long;
+      CHECK_FALSE(unit_files.contains(lbscrypt::volume_unit_name(name)));
+    } else {
+      CHECK(unit_files.contains(lbscrypt::volume_unit_name(name)));
+    }
   }
+  CHECK(too_long == 1);  // the corpus's long name with dashes
+  REQUIRE(units.errors.size() == too_long);
+  CHECK_THAT(units.errors.front().message, Catch::StartsWith("/corpus:25: "));
 }
 
 TEST_CASE("tab list: records, warnings for lines the initramfs leaves out, no file", "[crypttab]") {
-  const std::string text = "a /dev/vdb none " + kPass + ",x-initrd.attach\r\n" +
-                           "b /dev/vdc /k " + kXts + ",hash=sha1\n" + "c /dev/vdd /k " + kXts +
-                           "\n";
+  const std::string text = "a /dev/vdb none " + kPass + ",x-initrd.attach\r\n" + "b /dev/vdc /k " +
+                           kXts + ",hash=sha1\n" + "c /dev/vdd /k " + kXts + "\n";
   const auto initrd = tab_list(text, true);
   CHECK(initrd.rc == 0);
-  CHECK(initrd.out == "a /dev/vdb /dev/vdb none 512 - aes-xts-plain64 " + kPass +
-                          ",x-initrd.attach\n");
+  CHECK(initrd.out ==
+        "a /dev/vdb /dev/vdb none 512 - aes-xts-plain64 " + kPass + ",x-initrd.attach\n");
   CHECK_THAT(initrd.err, Catch::StartsWith("lbscrypt: warning: /corpus:2: b: hash=sha1 with a "
                                            "key file") &&
                              Catch::EndsWith("(not an x-initrd.attach line: left out)\n"));

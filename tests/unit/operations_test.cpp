@@ -330,6 +330,10 @@ TEST_CASE("names and UUIDs as cryptsetup makes and reads them", "[operations]") 
   CHECK(lbscrypt::mapping_name("x") == "x");
   CHECK(lbscrypt::mapping_name("/dev/mapper/") == "/dev/mapper/");
   CHECK(lbscrypt::plain_uuid("data") == "CRYPT-PLAIN-data");
+  // a 127-byte name (the longest a mapping takes): cut to device-mapper's 128 bytes
+  const std::string longest(127, 'v');
+  CHECK(lbscrypt::plain_uuid(longest) == "CRYPT-PLAIN-" + longest.substr(0, 116));
+  CHECK(lbscrypt::type_from_uuid(lbscrypt::plain_uuid(longest)) == "PLAIN");
   CHECK(lbscrypt::type_from_uuid("CRYPT-PLAIN-data") == "PLAIN");
   CHECK(lbscrypt::type_from_uuid("CRYPT-LUKS1-abc-x") == "LUKS1");
   CHECK(lbscrypt::type_from_uuid("CRYPT-LUKS2-abc-x") == "LUKS2");

@@ -40,18 +40,10 @@ using lbscrypt::test::TempDir;
 
 const lbscrypt::GeneratorSettings kSettings{"/usr/sbin/lbscrypt", "/etc/lbscrypttab"};
 
-}  // namespace
-
-TEST_CASE("generator: units, drop-ins and links match the golden tree", "[units]") {
-  const fs::path data = fs::path(LBSCRYPT_TEST_DATA) / "generator";
-  const auto tab = lbscrypt::parse_lbscrypttab(read_text(data / "lbscrypttab"), "/etc/lbscrypttab");
-  REQUIRE(tab.errors.empty());
-  REQUIRE(tab.entries.size() == 4);
-  const TempDir out;
-  REQUIRE(lbscrypt::write_units(out.path, lbscrypt::generate_units(tab.entries, kSettings)).ok());
-  const auto expected = tree(data / "expected");
-  const auto written = tree(out.path);
-  REQUIRE(expected.size() == 13);  // 4 units, 2 drop-ins, 7 links
+// Every file and link under `written` is the golden tree's under `expected`, and no other.
+void check_tree(const fs::path &expected_dir, const fs::path &written_dir) {
+  const auto expected = tree(expected_dir);
+  const auto written = tree(written_dir);
   for (const auto &[path, text] : expected) {
     INFO(path);
     REQUIRE(written.contains(path));
@@ -61,8 +53,207 @@ TEST_CASE("generator: units, drop-ins and links match the golden tree", "[units]
     INFO(path);
     CHECK(expected.contains(path));
   }
+}
+
+// An entry as the parser gives it, built here (the options' text is passed on as written).
+lbscrypt::TabEntry entry(unsigned line, std::string name, std::string device, std::string path,
+                         std::string key, std::string options) {
+  lbscrypt::TabEntry e;
+  e.line = line;
+  e.name = std::move(name);
+  e.device = std::move(device);
+  e.path = std::move(path);
+  e.key = std::move(key);
+  e.options = std::move(options);
+  e.volume.mapping.cipher = "aes-xts-plain64";
+  e.volume.mapping.device = e.path;
+  e.volume.key.key_size_bits = 256;
+  return e;
+}
+
+// A name of `size` bytes with `dashes` of them '-' (each escaped to \x2d, 4 bytes).
+std::string name_with_dashes(std::size_t size, std::size_t dashes) {
+  std::string name(size, 'v');
+  for (std::size_t i = 0; i < dashes; ++i) {
+    name[1 + 2 * i] = '-';
+  }
+  return name;
+}
+
+}  // namespace
+
+TEST_CASE("generator: units, drop-ins and links match the golden tree", "[units]") {
+  const fs::path data = fs::path(LBSCRYPT_TEST_DATA) / "generator";
+  const auto tab = lbscrypt::parse_lbscrypttab(read_text(data / "lbscrypttab"), "/etc/lbscrypttab");
+  REQUIRE(tab.errors.empty());
+  REQUIRE(tab.entries.size() == 6);
+  const TempDir out;
+  const auto units = lbscrypt::generate_units(tab.entries, kSettings);
+  CHECK(units.errors.empty());
+  REQUIRE(lbscrypt::write_units(out.path, units).empty());
+  // 6 units and the slice, 4 drop-ins, 11 links
+  REQUIRE(tree(data / "expected").size() == 22);
+  check_tree(data / "expected", out.path);
   // A second run into the same directory (systemd daemon-reload) replaces, never fails.
-  CHECK(lbscrypt::write_units(out.path, lbscrypt::generate_units(tab.entries, kSettings)).ok());
+  CHECK(lbscrypt::write_units(out.path, lbscrypt::generate_units(tab.entries, kSettings)).empty());
+}
+
+TEST_CASE("generator: _netdev, x-systemd.device-timeout=, headless= and escaping, golden",
+          "[units]") {
+  std::vector<lbscrypt::TabEntry> entries;
+  entries.push_back(entry(1, "net", "/dev/disk/by-path/ip-10.0.0.1:3260-iscsi-lun-1",
+                          "/dev/disk/by-path/ip-10.0.0.1:3260-iscsi-lun-1", "none",
+                          "cipher=aes-xts-plain64,size=256,hash=sha256,_netdev"));
+  entries.back().volume.netdev = true;
+  entries.push_back(entry(2, "slow", "/dev/vdb", "/dev/vdb", "/dev/vdc",
+                          "cipher=aes-xts-plain64,size=256,x-systemd.device-timeout=1min30s,"
+                          "headless=true"));
+  entries.back().volume.device_timeout_us = 90000000;
+  entries.back().volume.headless = true;
+  // Bytes systemd would read otherwise in every field that reaches a unit: a quote, a
+  // backslash, a specifier, a variable, a control byte, UTF-8.
+  entries.push_back(entry(3, "odd", "PARTLABEL=it's\\a%b$c\x01\xc3\xa9",
+                          "/dev/disk/by-partlabel/it's\\a%b$c\x01\xc3\xa9",
+                          "/dev/disk/by-label/k\"ey", "cipher=aes-xts-plain64,size=256,nofail"));
+  entries.back().volume.nofail = true;
+  entries.push_back(entry(4, "netroot", "/dev/vde", "/dev/vde", "none",
+                          "cipher=aes-xts-plain64,size=256,hash=sha256,_netdev,nofail,"
+                          "x-initrd.attach,x-systemd.device-timeout=0"));
+  entries.back().volume.netdev = true;
+  entries.back().volume.nofail = true;
+  entries.back().volume.initrd_attach = true;
+  entries.back().volume.device_timeout_us = 0;
+  const auto units = lbscrypt::generate_units(entries, kSettings);
+  CHECK(units.errors.empty());
+  const TempDir out;
+  REQUIRE(lbscrypt::write_units(out.path, units).empty());
+  const fs::path expected = fs::path(LBSCRYPT_TEST_DATA) / "generator-options" / "expected";
+  REQUIRE(tree(expected).size() == 17);  // 4 units and the slice, 4 drop-ins, 8 links
+  check_tree(expected, out.path);
+}
+
+TEST_CASE("generator: every unit has no time limit, timeout= bounds each prompt only", "[units]") {
+  for (const std::uint64_t timeout : {0ULL, 10000000ULL}) {
+    auto e = entry(1, "v", "/dev/vdb", "/dev/vdb", "none", "");
+    e.volume.timeout_us = timeout;
+    e.volume.tries = 3;
+    const auto units = lbscrypt::generate_units({e}, kSettings);
+    REQUIRE_FALSE(units.files.empty());
+    INFO(units.files.front().text);
+    CHECK_THAT(units.files.front().text,
+               Catch::Contains("\nTimeoutSec=infinity\n") && !Catch::Contains("TimeoutSec=3"));
+  }
+}
+
+TEST_CASE("generator: a name too long for a unit name is refused, the others written", "[units]") {
+  // 111 bytes with 55 dashes: 276 bytes escaped, lbscrypt@....service 293.
+  const std::string too_long = name_with_dashes(111, 55);
+  // 126 bytes with 34 dashes: 228 escaped, dev-mapper-....device.requires exactly 255.
+  const std::string longest = name_with_dashes(126, 34);
+  const std::vector<lbscrypt::TabEntry> entries{
+      entry(3, "first", "/dev/vdb", "/dev/vdb", "/etc/k", ""),
+      entry(4, too_long, "/dev/vdc", "/dev/vdc", "/etc/k", ""),
+      entry(5, longest, "/dev/vdd", "/dev/vdd", "/etc/k", ""),
+  };
+  const auto units = lbscrypt::generate_units(entries, kSettings);
+  REQUIRE(units.errors.size() == 1);
+  CHECK(units.errors[0].code == lbscrypt::Errc::invalid_argument);
+  CHECK(units.errors[0].message ==
+        "/etc/lbscrypttab:4: the name is too long for a unit name: "
+        "dev-mapper-NAME.device.requires would be 303 bytes, systemd takes at most 255 (each "
+        "byte other than a letter, digit, ':', '_' or '.' counts 4, as \\xNN); give a shorter "
+        "name");
+  const TempDir out;
+  REQUIRE(lbscrypt::write_units(out.path, units).empty());
+  const std::string escaped = lbscrypt::unit_name_escape(longest);
+  REQUIRE(escaped.size() == 228);
+  CHECK(fs::is_regular_file(out.path / lbscrypt::volume_unit_name("first")));
+  CHECK(fs::is_regular_file(out.path / lbscrypt::volume_unit_name(longest)));
+  CHECK(fs::is_symlink(out.path / ("dev-mapper-" + escaped + ".device.requires") /
+                       lbscrypt::volume_unit_name(longest)));
+  CHECK(fs::is_symlink(out.path / "cryptsetup.target.requires" /
+                       lbscrypt::volume_unit_name(longest)));
+  // Nothing of the refused volume: no unit, drop-in or link names it.
+  const std::string refused = lbscrypt::unit_name_escape(too_long);
+  for (const auto &[path, text] : tree(out.path)) {
+    INFO(path);
+    CHECK(path.find(refused) == std::string::npos);
+  }
+  CHECK(tree(out.path).size() == 9);  // 2 units and the slice, 2 drop-ins, 4 links
+}
+
+TEST_CASE("generator: a unit that cannot be written does not stop the others", "[units]") {
+  const std::vector<lbscrypt::TabEntry> entries{
+      entry(1, "a", "/dev/vdb", "/dev/vdb", "/etc/k", ""),
+      entry(2, "b", "/dev/vdc", "/dev/vdc", "/etc/k", ""),
+  };
+  const TempDir out;
+  // Where a's unit goes there is a directory: its file cannot be written.
+  fs::create_directories(out.path / "lbscrypt@a.service" / "in-the-way");
+  const auto errors = lbscrypt::write_units(out.path, lbscrypt::generate_units(entries, kSettings));
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].code == lbscrypt::Errc::device);
+  CHECK_THAT(errors[0].message,
+             Catch::StartsWith("cannot write " + (out.path / "lbscrypt@a.service").string()));
+  // b is whole; a has no link pointing at the unit that is not there.
+  CHECK(fs::is_regular_file(out.path / "lbscrypt@b.service"));
+  CHECK(fs::is_symlink(out.path / "cryptsetup.target.requires" / "lbscrypt@b.service"));
+  CHECK(fs::is_symlink(out.path / "dev-mapper-b.device.requires" / "lbscrypt@b.service"));
+  CHECK(fs::is_regular_file(out.path / "system-lbscrypt.slice"));
+  CHECK_FALSE(fs::is_symlink(out.path / "cryptsetup.target.requires" / "lbscrypt@a.service"));
+  CHECK_FALSE(fs::is_symlink(out.path / "dev-mapper-a.device.requires" / "lbscrypt@a.service"));
+}
+
+TEST_CASE("generator: key dependencies as systemd-cryptsetup-generator writes them", "[units]") {
+  const auto unit_of = [](const std::string &key) {
+    const auto units =
+        lbscrypt::generate_units({entry(1, "v", "/dev/vdb", "/dev/vdb", key, "")}, kSettings);
+    REQUIRE(units.errors.empty());
+    return units.files.front().text;
+  };
+  CHECK_THAT(unit_of("/dev/disk/by-label/KEYS"),
+             Catch::Contains("\nAfter=dev-disk-by\\x2dlabel-KEYS.device\n"
+                             "Requires=dev-disk-by\\x2dlabel-KEYS.device\n"));
+  for (const char *random : {"/dev/urandom", "/dev/random", "/dev/hw_random"}) {
+    INFO(random);
+    const std::string unit = unit_of(random);
+    CHECK_THAT(unit, Catch::Contains("\nAfter=systemd-random-seed.service\n") &&
+                         !Catch::Contains("Requires=dev-") &&
+                         !Catch::Contains("RequiresMountsFor"));
+  }
+  CHECK_THAT(unit_of("/etc/keys/v.key"), Catch::Contains("\nRequiresMountsFor=/etc/keys/v.key\n"));
+  const std::string passphrase = unit_of("none");
+  CHECK_THAT(passphrase, !Catch::Contains("RequiresMountsFor") && !Catch::Contains("random-seed") &&
+                             !Catch::Contains("Requires="));
+}
+
+TEST_CASE("generator: KeyringMode=shared and a slice without default dependencies", "[units]") {
+  const auto units =
+      lbscrypt::generate_units({entry(1, "v", "/dev/vdb", "/dev/vdb", "none", "")}, kSettings);
+  REQUIRE(units.files.size() == 3);  // the unit, its device drop-in, the slice
+  CHECK_THAT(units.files[0].text, Catch::Contains("\nKeyringMode=shared\n"));
+  CHECK(units.files[2].path == "system-lbscrypt.slice");
+  CHECK_THAT(units.files[2].text,
+             Catch::Contains("\n[Unit]\n") && Catch::Contains("\nDefaultDependencies=no\n"));
+  // No volume, no slice.
+  CHECK(lbscrypt::generate_units({}, kSettings).files.empty());
+}
+
+TEST_CASE("generator: a path no unit setting can hold is refused with its line", "[units]") {
+  auto quoted = entry(7, "q", "/dev/vdb", "/dev/vdb", "/etc/keys/it's", "");
+  auto blank = entry(8, "b", "/srv/my image", "/srv/my image", "/etc/k", "");
+  auto nul =
+      entry(9, "n", "/dev/vdb", "/dev/vdb", "/dev/disk/by-label/a" + std::string(1, '\0'), "");
+  const auto units = lbscrypt::generate_units({quoted, blank, nul}, kSettings);
+  CHECK(units.files.empty());
+  REQUIRE(units.errors.size() == 3);
+  CHECK_THAT(units.errors[0].message,
+             Catch::StartsWith("/etc/lbscrypttab:7: the key path holds a blank, quote") &&
+                 Catch::EndsWith("move the key file to a plain path"));
+  CHECK_THAT(units.errors[1].message,
+             Catch::StartsWith("/etc/lbscrypttab:8: the device path holds a blank"));
+  CHECK(units.errors[2].message ==
+        "/etc/lbscrypttab:9: a NUL byte cannot be passed in a command's argument: remove it");
 }
 
 TEST_CASE("generator: systemd's unit-name escaping", "[units]") {
@@ -95,18 +286,18 @@ TEST_CASE("generator: what systemd would expand is escaped in Exec lines", "[uni
                                    "\n"));
 }
 
-TEST_CASE("generator: nofail, noauto and timeout change the dependencies", "[units]") {
+TEST_CASE("generator: nofail and noauto change the dependencies", "[units]") {
   const auto tab = lbscrypt::parse_lbscrypttab(
       "a /dev/vda /k cipher=aes-xts-plain64,size=256,nofail,noauto,timeout=10,tries=0\n"
       "b /dev/vdb none cipher=aes-xts-plain64,size=256,hash=sha256,timeout=10,tries=3\n",
       "/etc/lbscrypttab");
   REQUIRE(tab.entries.size() == 2);
   const auto units = lbscrypt::generate_units(tab.entries, kSettings);
-  REQUIRE(units.files.size() == 3);  // a's unit; b's unit and its device drop-in
+  REQUIRE(units.files.size() == 4);  // a's unit; b's unit and its device drop-in; the slice
   CHECK_THAT(units.files[0].text, !Catch::Contains("Before=cryptsetup.target") &&
                                       Catch::Contains("TimeoutSec=infinity"));
-  CHECK_THAT(units.files[1].text,
-             Catch::Contains("Before=cryptsetup.target") && Catch::Contains("TimeoutSec=60\n"));
+  CHECK_THAT(units.files[1].text, Catch::Contains("Before=cryptsetup.target") &&
+                                      Catch::Contains("TimeoutSec=infinity\n"));
   REQUIRE(units.links.size() == 3);  // a: the mapper device only; b: the target and the device
   CHECK(units.links[0].path == "dev-mapper-a.device.requires/lbscrypt@a.service");
   CHECK(units.links[1].path == "cryptsetup.target.requires/lbscrypt@b.service");

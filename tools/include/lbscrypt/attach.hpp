@@ -17,11 +17,17 @@
 namespace lbscrypt {
 
 struct PassphraseQuestion {
-  std::string name;    // the volume
-  std::string device;  // as the line names it
-  std::optional<std::uint32_t> timeout_s;
-  bool accept_cached = true;  // false after a wrong passphrase
+  std::string name;                         // the volume
+  std::string device;                       // as the line names it
+  std::optional<std::uint64_t> timeout_us;  // this prompt's limit (timeout=); none or 0: no limit
+  bool keep = true;            // the answer goes to the kernel keyring (password-cache=no: not)
+  bool accept_cached = false;  // a kept answer is taken without asking (first try only)
 };
+
+// Whether the first try takes a passphrase another volume's answer left in the kernel keyring:
+// with check= (a wrong one fails the check and is asked for again) or password-cache=yes; never
+// otherwise, as plain mode would open the volume with any passphrase, silently.
+[[nodiscard]] bool accepts_cached_passphrase(const VolumeOptions &volume);
 
 // How attach reaches the world outside the kernel; faked in the tests.
 struct AttachServices {
@@ -58,6 +64,10 @@ struct AttachOutcome {
 
 [[nodiscard]] Result<AttachOutcome> attach_volume(const AttachRequest &request,
                                                   const Environment &env,
+                                                  const AttachServices &services);
+// The same with the options already parsed from request.options.
+[[nodiscard]] Result<AttachOutcome> attach_volume(const AttachRequest &request,
+                                                  VolumeOptions volume, const Environment &env,
                                                   const AttachServices &services);
 
 // The real services: systemd-ask-password, fork and exec, stat.

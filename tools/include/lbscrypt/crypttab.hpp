@@ -24,6 +24,12 @@ inline constexpr std::uint32_t kDefaultTries = 3;  // crypttab's
 inline constexpr const char *kCheckDir = "/lib/cryptsetup/checks";
 inline constexpr const char *kDefaultCheck = "blkid";
 
+// password-cache=: whether a passphrase is taken from the kernel keyring, where
+// systemd-ask-password keeps what it was told (--keyname). Unset: every answer is kept, and one
+// is taken from there only for a line with check= (plain mode cannot tell a wrong passphrase; the
+// check can, and a failed check asks again). yes: taken without a check; no: never kept or taken.
+enum class PasswordCache { unset, yes, no };
+
 // One volume's options: the fourth field of a line, or attach's OPTIONS argument.
 struct VolumeOptions {
   MappingRequest mapping;  // cipher, offset, skip, sector size, flags (device: the caller's)
@@ -32,13 +38,15 @@ struct VolumeOptions {
   bool noauto = false;
   bool nofail = false;
   bool initrd_attach = false;  // x-initrd.attach: the initramfs opens it, shutdown closes it
-  std::uint32_t tries = kDefaultTries;  // passphrase attempts; 0: no limit
+  std::uint32_t tries = kDefaultTries;      // passphrase attempts; 0: no limit
   std::optional<std::uint64_t> timeout_us;  // timeout=, a systemd time span; 0: no limit
+  std::optional<std::string> check;         // program name (under kCheckDir) or absolute path
+  std::optional<std::string> check_args;
   std::optional<std::uint64_t> device_timeout_us;  // x-systemd.device-timeout=
   bool netdev = false;                             // _netdev
   bool headless = false;                           // headless=
-  std::optional<std::string> check;  // program name (under kCheckDir) or absolute path
-  std::optional<std::string> check_args;
+
+  PasswordCache password_cache = PasswordCache::unset;  // password-cache=
 };
 
 // systemd's USEC_INFINITY: a time span of "infinity".

@@ -57,7 +57,9 @@ struct MappingRequest {
 // A mapping named as cryptsetup takes it: NAME or /dev/mapper/NAME.
 [[nodiscard]] std::string mapping_name(std::string_view argument);
 
-// The DM UUID cryptsetup gives a plain mapping: CRYPT-PLAIN-<name>.
+// The DM UUID cryptsetup gives a plain mapping: CRYPT-PLAIN-<name>, cut to the 128 bytes
+// device-mapper keeps (DM_UUID_LEN less its NUL) where a long name makes it longer, as
+// cryptsetup cuts it.
 [[nodiscard]] std::string plain_uuid(std::string_view name);
 
 // The device type cryptsetup reports for a DM UUID ("PLAIN", "LUKS2", ...; "n/a" for none).

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The systemd units for /etc/lbscrypttab (the generator's output), ordered as
 // systemd-cryptsetup-generator orders crypttab's volumes: one lbscrypt@NAME.service per line,
-// no default dependencies, bound to and after its device, before cryptsetup.target and
-// /dev/mapper/NAME's users, stopped before umount.target.
+// no default dependencies, bound to and after its device, after its key's device (or mount, or
+// the random seed), before cryptsetup.target (remote-cryptsetup.target for _netdev) and
+// /dev/mapper/NAME's users, stopped before umount.target; all of them in system-lbscrypt.slice,
+// a slice without default dependencies, so the shutdown does not stop an x-initrd.attach root.
 #pragma once
 
 #include <filesystem>
@@ -31,7 +33,14 @@ struct UnitLink {
 struct GeneratedUnits {
   std::vector<UnitFile> files;
   std::vector<UnitLink> links;
+  std::vector<Error> errors;  // one per entry given no unit: "SOURCE:LINE: NAME: why"
 };
+
+// The slice every lbscrypt@ unit runs in (systemd's default for the template name), written
+// with the units: DefaultDependencies=no, so the shutdown never stops it or its units.
+inline constexpr const char *kSliceName = "system-lbscrypt.slice";
+// The longest unit or drop-in directory name systemd and the filesystem take (NAME_MAX).
+inline constexpr std::size_t kMaxUnitName = 255;
 
 struct GeneratorSettings {
   std::string tool;    // the lbscrypt the units run: /usr/sbin/lbscrypt
@@ -46,13 +55,21 @@ struct GeneratorSettings {
 // lbscrypt@NAME.service, NAME escaped.
 [[nodiscard]] std::string volume_unit_name(std::string_view name);
 
-// The unit files, drop-ins and symlinks for every entry.
+// One argument of an Exec line as systemd reads it back byte for byte: single-quoted, with
+// '\\', '\'', control and 8-bit bytes escaped (\xNN), '%' and '$' doubled. Errc::invalid_argument
+// for a NUL, which no argument can hold.
+[[nodiscard]] Result<std::string> exec_argument(std::string_view text);
+
+// The unit files, drop-ins and symlinks for every entry. An entry whose units systemd could not
+// take (a unit name over kMaxUnitName bytes, a path no unit setting can hold) gets none and an
+// error; the others are generated all the same.
 [[nodiscard]] GeneratedUnits generate_units(const std::vector<TabEntry> &entries,
                                             const GeneratorSettings &settings);
 
-// Writes them under `dir` (which exists, as systemd hands it over). Errc::device naming the
-// path on failure.
-[[nodiscard]] Result<void> write_units(const std::filesystem::path &dir,
-                                       const GeneratedUnits &units);
+// Writes them under `dir` (which exists, as systemd hands it over). A failure does not stop the
+// rest: every other file and link is written (a link to a unit that could not be written is
+// not). One Errc::device error naming the path per failure; none when all was written.
+[[nodiscard]] std::vector<Error> write_units(const std::filesystem::path &dir,
+                                             const GeneratedUnits &units);
 
 }  // namespace lbscrypt

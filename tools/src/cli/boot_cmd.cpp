@@ -58,12 +58,19 @@ int generate_command(const GenerateArgs &args, const Services &services, std::os
   const auto source = std::filesystem::absolute(args.tab, ec);  // SourcePath= must be absolute
   const GeneratorSettings settings{args.tool.empty() ? services.installed_tool : args.tool,
                                    ec ? args.tab : source.string()};
-  if (auto written = write_units(args.normal_dir, generate_units(tab.entries, settings));
-      !written) {
-    print_error(err, written.error().message, "lbscrypt-generator");
-    return exit_code(written.error().code);
+  // Every volume that can be written is, whatever failed before it; the exit status tells.
+  const GeneratedUnits units = generate_units(tab.entries, settings);
+  for (const Error &error : units.errors) {
+    print_error(err, error.message + " (the line is skipped)", "lbscrypt-generator");
   }
-  return tab.errors.empty() ? kExitOk : kExitInvalid;
+  const std::vector<Error> written = write_units(args.normal_dir, units);
+  for (const Error &error : written) {
+    print_error(err, error.message, "lbscrypt-generator");
+  }
+  if (!written.empty()) {
+    return exit_code(written.front().code);
+  }
+  return tab.errors.empty() && units.errors.empty() ? kExitOk : kExitInvalid;
 }
 
 int attach_command(const AttachArgs &args, const Environment &env, const Services &services,

@@ -23,8 +23,8 @@
 #include "lbscrypt/torn.hpp"
 #include "lbscrypt/version.hpp"
 #include "matrix_cmd.hpp"
-#include "tab_cmd.hpp"
 #include "output.hpp"
+#include "tab_cmd.hpp"
 #include "tty.hpp"
 
 namespace lbscrypt::cli {
@@ -449,7 +449,9 @@ Services system_services() {
     s.attach.ask_passphrase = [](const PassphraseQuestion &q) {
       TerminalOptions t;
       t.prompt = fmt::format("Passphrase for lbscrypt volume {} ({}): ", q.name, q.device);
-      t.timeout_s = q.timeout_s.value_or(0);
+      constexpr std::uint64_t kMicro = 1000000;  // the console's limit is in whole seconds
+      t.timeout_s = static_cast<unsigned>(std::min<std::uint64_t>(
+          (q.timeout_us.value_or(0) + kMicro - 1) / kMicro, std::numeric_limits<unsigned>::max()));
       return terminal_reader(t)(kMaxTerminalPassphrase);
     };
   }

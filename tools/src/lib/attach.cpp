@@ -5,10 +5,11 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdint>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -84,6 +85,18 @@ std::vector<std::string> check_command(const VolumeOptions &volume, const std::s
   return argv;
 }
 
+bool accepts_cached_passphrase(const VolumeOptions &volume) {
+  switch (volume.password_cache) {
+    case PasswordCache::yes:
+      return true;
+    case PasswordCache::no:
+      return false;
+    case PasswordCache::unset:
+      break;
+  }
+  return volume.check.has_value();
+}
+
 Result<AttachOutcome> attach_volume(const AttachRequest &request, const Environment &env,
                                     const AttachServices &services) {
   if (auto r = check_mapping_name(request.name); !r) {
@@ -99,7 +112,15 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, const Environm
   if (!volume) {
     return volume.error();
   }
-  VolumeOptions &v = *volume;
+  return attach_volume(request, std::move(volume).value(), env, services);
+}
+
+Result<AttachOutcome> attach_volume(const AttachRequest &request, VolumeOptions v,
+                                    const Environment &env, const AttachServices &services) {
+  if (auto r = check_mapping_name(request.name); !r) {
+    return r.error();
+  }
+  const bool passphrase = is_passphrase_key(request.key);
   const auto path = volume_device_path(request.device);
   if (!path) {
     return path.error();
@@ -131,13 +152,14 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, const Environm
       outcome.notes.push_back(*warning);
     }
   }
-  // (whole seconds for systemd-ask-password, rounded up; 0 is no limit)
-  constexpr std::uint64_t kUsecPerSec = 1000000;
-  const std::optional<std::uint32_t> timeout_s =
-      v.timeout_us ? std::optional<std::uint32_t>(static_cast<std::uint32_t>(std::min<std::uint64_t>(
-                         (*v.timeout_us + kUsecPerSec - 1) / kUsecPerSec, UINT32_MAX)))
-                   : std::nullopt;
-  PassphraseQuestion question{request.name, request.device, timeout_s, true};
+  if (passphrase && v.headless) {
+    return make_error(Errc::key,
+                      fmt::format("{}: headless= forbids asking for a passphrase and the line "
+                                  "names no key file: give a key file, or drop headless=",
+                                  request.name));
+  }
+  PassphraseQuestion question{request.name, request.device, v.timeout_us,
+                              v.password_cache != PasswordCache::no, accepts_cached_passphrase(v)};
   for (std::uint32_t attempt = 1;; ++attempt) {
     const TerminalReader ask = [&](std::size_t /*max_size*/) -> Result<SecretBuffer> {
       if (!services.ask_passphrase) {
@@ -224,10 +246,14 @@ Result<int> run_program(const std::vector<std::string> &argv, SecretBuffer *outp
 }
 
 Result<SecretBuffer> ask_with_systemd(const PassphraseQuestion &q) {
+  // --timeout takes a systemd time span: microseconds keep every timeout= exact.
   std::vector<std::string> argv{"systemd-ask-password", "--icon=drive-harddisk",
-                                fmt::format("--id=lbscrypt:{}", q.name), "--keyname=lbscrypt",
-                                fmt::format("--timeout={}", q.timeout_s.value_or(0))};
-  if (q.accept_cached) {
+                                fmt::format("--id=lbscrypt:{}", q.name),
+                                fmt::format("--timeout={}us", q.timeout_us.value_or(0))};
+  if (q.keep) {
+    argv.emplace_back("--keyname=lbscrypt");
+  }
+  if (q.keep && q.accept_cached) {
     argv.emplace_back("--accept-cached");
   }
   argv.push_back(fmt::format("Passphrase for lbscrypt volume {} ({}):", q.name, q.device));

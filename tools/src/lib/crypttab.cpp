@@ -151,8 +151,8 @@ Result<std::uint64_t> parse_time_span(std::string_view text) {
     if (whole_digits.empty() && fraction.empty()) {
       return refuse();  // a sign, a unit without a number, "."
     }
-    const auto whole = whole_digits.empty() ? std::optional<std::uint64_t>(0)
-                                            : parse_decimal_u64(whole_digits);
+    const auto whole =
+        whole_digits.empty() ? std::optional<std::uint64_t>(0) : parse_decimal_u64(whole_digits);
     if (!whole) {
       return refuse();
     }
@@ -167,9 +167,8 @@ Result<std::uint64_t> parse_time_span(std::string_view text) {
     const std::string_view word = rest.substr(0, u);
     std::uint64_t unit = kUsecPerSec;  // a bare number: seconds
     if (!word.empty()) {
-      const auto *found =
-          std::find_if(std::begin(kTimeUnits), std::end(kTimeUnits),
-                       [&](const TimeUnit &t) { return t.word == word; });
+      const auto *found = std::find_if(std::begin(kTimeUnits), std::end(kTimeUnits),
+                                       [&](const TimeUnit &t) { return t.word == word; });
       if (found == std::end(kTimeUnits)) {
         return refuse();
       }
@@ -181,8 +180,8 @@ Result<std::uint64_t> parse_time_span(std::string_view text) {
     }
     const auto term = time_term(*whole, fraction, unit);
     if (!term || *term > kTimeInfinity - 1 - total) {
-      return bad(fmt::format("'{}' is too long a time span: give infinity for no limit",
-                             printable(text)));
+      return bad(
+          fmt::format("'{}' is too long a time span: give infinity for no limit", printable(text)));
     }
     total += *term;
   }
@@ -336,6 +335,18 @@ std::vector<OptionRule> option_rules() {
        [](std::string_view value, VolumeOptions &v) -> Result<void> {
          return store(option_bool("headless", value), v.headless);
        }},
+      {"password-cache", true,
+       [](std::string_view value, VolumeOptions &v) -> Result<void> {
+         if (value == "yes" || value == "no") {
+           v.password_cache = value == "yes" ? PasswordCache::yes : PasswordCache::no;
+           return Ok{};
+         }
+         return bad(fmt::format(
+             "password-cache={}: give yes (take a kept passphrase even without check=) or no "
+             "(never keep or take one); read-only cannot be had, systemd-ask-password keeps "
+             "every answer",
+             printable(value)));
+       }},
       {"check", false,
        [](std::string_view, VolumeOptions &v) -> Result<void> {
          v.check = kDefaultCheck;
@@ -488,9 +499,9 @@ Result<void> check_key_field(std::string_view key) {
     return byte < 0x20 || byte == 0x7f || c == '"' || c == '\'' || c == '\\';
   });
   if (odd) {
-    return bad(fmt::format(
-        "key file '{}' holds a quote, a backslash or a control character: rename it",
-        printable(key)));
+    return bad(
+        fmt::format("key file '{}' holds a quote, a backslash or a control character: rename it",
+                    printable(key)));
   }
   if (key.find(':') != std::string_view::npos) {
     return bad(fmt::format(
@@ -714,9 +725,8 @@ Lbscrypttab parse_lbscrypttab(std::string_view text, std::string_view path) {
         continue;
       }
     }
-    if (std::any_of(entry.options.begin(), entry.options.end(), [](char c) {
-          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-        })) {
+    if (std::any_of(entry.options.begin(), entry.options.end(),
+                    [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
       refuse(fmt::format("{}: the options hold a control character ({}): remove it", entry.name,
                          printable(entry.options)));
       continue;
@@ -743,8 +753,7 @@ Lbscrypttab parse_lbscrypttab(std::string_view text, std::string_view path) {
 std::string tab_record(const TabEntry &entry) {
   const VolumeOptions &v = entry.volume;
   return fmt::format("{} {} {} {} {} {} {} {}", entry.name, entry.device, entry.path, entry.key,
-                     v.mapping.sector_size, v.check.value_or("-"), v.mapping.cipher,
-                     entry.options);
+                     v.mapping.sector_size, v.check.value_or("-"), v.mapping.cipher, entry.options);
 }
 
 }  // namespace lbscrypt

@@ -263,7 +263,14 @@ std::string mapping_name(std::string_view argument) {
   return std::string(argument);
 }
 
-std::string plain_uuid(std::string_view name) { return fmt::format("CRYPT-PLAIN-{}", name); }
+std::string plain_uuid(std::string_view name) {
+  constexpr std::size_t kDmUuidBytes = 128;
+  std::string uuid = fmt::format("CRYPT-PLAIN-{}", name);
+  if (uuid.size() > kDmUuidBytes) {
+    uuid.resize(kDmUuidBytes);
+  }
+  return uuid;
+}
 
 std::string type_from_uuid(std::string_view uuid) {
   constexpr std::string_view kPrefix = "CRYPT-";

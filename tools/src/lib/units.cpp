@@ -3,13 +3,20 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <system_error>
 
 namespace lbscrypt {
 
 namespace {
+
+constexpr std::uint64_t kMicro = 1000000;
+constexpr std::uint64_t kMilli = 1000;
 
 // systemd takes '%' as a specifier's start: "%%" is one '%'.
 std::string specifier_escape(std::string_view text) {
@@ -23,44 +30,90 @@ std::string specifier_escape(std::string_view text) {
   return out;
 }
 
-// One argument of an Exec line: single-quoted, with the backslash, quote, specifier and
-// variable characters escaped as systemd reads them back.
-std::string exec_argument(std::string_view text) {
-  std::string out = "'";
-  for (const char c : text) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\'':
-        out += "\\'";
-        break;
-      case '%':
-        out += "%%";
-        break;
-      case '$':
-        out += "$$";
-        break;
-      default:
-        out += c;
+// Whether `text` is valid UTF-8: systemd ignores a unit file line that is not.
+bool valid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    std::size_t more = 0;
+    if (lead < 0x80) {
+      more = 0;
+    } else if (lead >= 0xc2 && lead <= 0xdf) {
+      more = 1;
+    } else if (lead >= 0xe0 && lead <= 0xef) {
+      more = 2;
+    } else if (lead >= 0xf0 && lead <= 0xf4) {
+      more = 3;
+    } else {
+      return false;
     }
+    for (std::size_t k = 1; k <= more; ++k) {
+      if (i + k >= text.size() || (static_cast<unsigned char>(text[i + k]) & 0xc0U) != 0x80U) {
+        return false;
+      }
+    }
+    i += more + 1;
   }
-  return out + "'";
+  return true;
 }
 
-// The unit's TimeoutSec: without a limit while a passphrase may be asked for without one; with
-// timeout=, each try's prompt time and half a minute for the device and the module.
-std::string timeout_sec(const VolumeOptions &v) {
-  constexpr std::uint64_t kSlack = 30;
-  if (!v.timeout_us || v.tries == 0) {
+// A path a unit setting that takes a list of paths (RequiresMountsFor=) can hold as written:
+// no blank, quote, backslash or control byte (systemd splits and unquotes those lists), UTF-8.
+bool plain_setting_path(std::string_view path) {
+  return valid_utf8(path) && std::none_of(path.begin(), path.end(), [](char c) {
+           const auto byte = static_cast<unsigned char>(c);
+           return byte <= 0x20 || byte == 0x7f || c == '"' || c == '\'' || c == '\\';
+         });
+}
+
+// A systemd time span for a number of microseconds: 0 and infinity are no limit.
+std::string time_span(std::uint64_t us) {
+  if (us == 0 || us == kTimeInfinity) {
     return "infinity";
   }
-  return std::to_string((*v.timeout_us + 999999) / 1000000 * v.tries + kSlack);
+  if (us % kMicro == 0) {
+    return fmt::format("{}s", us / kMicro);
+  }
+  if (us % kMilli == 0) {
+    return fmt::format("{}ms", us / kMilli);
+  }
+  return fmt::format("{}us", us);
 }
 
-std::string volume_unit(const TabEntry &e, const GeneratorSettings &settings) {
+// Keys read from the kernel's random generator: they wait for the seed, as crypttab's do.
+bool random_key(std::string_view key) {
+  return key == "/dev/urandom" || key == "/dev/random" || key == "/dev/hw_random";
+}
+
+// The dependencies on the key: its device, its mount, or the random seed; none for a
+// passphrase.
+std::string key_dependencies(const TabEntry &e) {
+  if (is_passphrase_key(e.key)) {
+    return "";
+  }
+  if (random_key(e.key)) {
+    return "After=systemd-random-seed.service\n";
+  }
+  if (e.key.starts_with("/dev/")) {
+    const std::string device = unit_name_from_path(e.key, ".device");
+    return fmt::format("After={}\nRequires={}\n", device, device);
+  }
+  return fmt::format("RequiresMountsFor={}\n", specifier_escape(e.key));
+}
+
+// The volume's unit; Errc::invalid_argument when an argument holds a NUL.
+Result<std::string> volume_unit(const TabEntry &e, const GeneratorSettings &settings) {
   const VolumeOptions &v = e.volume;
-  const bool on_dev = e.path.starts_with("/dev/");
+  std::array<std::string, 4> args;
+  const std::array<const std::string *, 4> fields{&e.name, &e.device, &e.key, &e.options};
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    auto arg = exec_argument(*fields.at(i));
+    if (!arg) {
+      return arg.error();
+    }
+    args.at(i) = std::move(arg).value();
+  }
+  const char *target = v.netdev ? "remote-cryptsetup.target" : "cryptsetup.target";
   std::string u;
   u += fmt::format("# Made by lbscrypt-generator from {} line {}; edit that line, not this file.\n",
                    settings.source, e.line);
@@ -75,18 +128,19 @@ std::string volume_unit(const TabEntry &e, const GeneratorSettings &settings) {
   u += fmt::format("After=modprobe@{}.service\n", kModuleName);
   u += "Before=blockdev@dev-mapper-%i.target\n";
   u += "Wants=blockdev@dev-mapper-%i.target\n";
+  if (v.netdev) {
+    u += "After=remote-fs-pre.target\n";
+  }
   if (!v.initrd_attach) {
     // An x-initrd.attach volume may hold the root: systemd-shutdown detaches it at the end.
     u += "Conflicts=umount.target\n";
   }
   u += "Before=umount.target\n";
   if (!v.nofail) {
-    u += "Before=cryptsetup.target\n";
+    u += fmt::format("Before={}\n", target);
   }
-  if (!is_passphrase_key(e.key) && !e.key.starts_with("/dev/")) {
-    u += fmt::format("RequiresMountsFor={}\n", specifier_escape(e.key));
-  }
-  if (on_dev) {
+  u += key_dependencies(e);
+  if (e.path.starts_with("/dev/")) {
     const std::string device = unit_name_from_path(e.path, ".device");
     u += fmt::format("BindsTo={}\n", device);
     u += fmt::format("After={}\n", device);
@@ -98,12 +152,61 @@ std::string volume_unit(const TabEntry &e, const GeneratorSettings &settings) {
   u += "\n[Service]\n";
   u += "Type=oneshot\n";
   u += "RemainAfterExit=yes\n";
-  u += fmt::format("TimeoutSec={}\n", timeout_sec(v));
+  // timeout= bounds each prompt (systemd-ask-password's --timeout), never the whole unit: a
+  // passphrase may be typed whenever the user comes, and tries= may ask again.
+  u += "TimeoutSec=infinity\n";
+  // The kernel keyring is shared with the other volumes' units, so a passphrase one asked for
+  // can be taken by another (attach decides when: password-cache=).
+  u += "KeyringMode=shared\n";
   u += "OOMScoreAdjust=500\n";
-  u += fmt::format("ExecStart={} attach {} {} {} {}\n", settings.tool, exec_argument(e.name),
-                   exec_argument(e.device), exec_argument(e.key), exec_argument(e.options));
-  u += fmt::format("ExecStop={} close {}\n", settings.tool, exec_argument(e.name));
+  u += fmt::format("ExecStart={} attach {} {} {} {}\n", settings.tool, args[0], args[1], args[2],
+                   args[3]);
+  u += fmt::format("ExecStop={} close {}\n", settings.tool, args[0]);
   return u;
+}
+
+std::string slice_unit() {
+  return "# Made by lbscrypt-generator: the slice of the lbscrypt@ volumes. Without default\n"
+         "# dependencies the shutdown does not stop it, nor so a volume that holds the root.\n"
+         "\n[Unit]\n"
+         "Description=lbscrypt volumes\n"
+         "Documentation=man:lbscrypt(8)\n"
+         "DefaultDependencies=no\n";
+}
+
+// Why systemd could not take this entry's units, or nullopt.
+std::optional<std::string> unwritable(const TabEntry &e) {
+  const std::string mapper = unit_name_from_path("/dev/mapper/" + e.name, ".device");
+  // The longest names a volume gives: its mapper device's .requires directory, as long as
+  // blockdev@dev-mapper-NAME.target.
+  std::vector<std::string> names{volume_unit_name(e.name), mapper + ".requires"};
+  if (e.path.starts_with("/dev/")) {
+    names.push_back(unit_name_from_path(e.path, ".device.d"));
+  }
+  if (!is_passphrase_key(e.key) && e.key.starts_with("/dev/") && !random_key(e.key)) {
+    names.push_back(unit_name_from_path(e.key, ".device"));
+  }
+  const auto longest = std::max_element(
+      names.begin(), names.end(), [](const auto &a, const auto &b) { return a.size() < b.size(); });
+  if (longest->size() > kMaxUnitName) {
+    const bool from_name = longest - names.begin() < 2;
+    return fmt::format(
+        "the {} is too long for a unit name: {} would be {} bytes, systemd takes at most {} "
+        "(each byte other than a letter, digit, ':', '_' or '.' counts 4, as \\xNN); {}",
+        from_name ? "name" : "device or key path",
+        from_name ? "dev-mapper-NAME.device.requires" : "its .device unit", longest->size(),
+        kMaxUnitName,
+        from_name ? "give a shorter name" : "name the device by a shorter path (UUID=, LABEL=)");
+  }
+  if (!e.path.starts_with("/dev/") && !plain_setting_path(e.path)) {
+    return "the device path holds a blank, quote, backslash or control byte, or is not UTF-8: "
+           "RequiresMountsFor= cannot name it; move the image to a plain path";
+  }
+  if (!is_passphrase_key(e.key) && !e.key.starts_with("/dev/") && !plain_setting_path(e.key)) {
+    return "the key path holds a blank, quote, backslash or control byte, or is not UTF-8: "
+           "RequiresMountsFor= cannot name it; move the key file to a plain path";
+  }
+  return std::nullopt;
 }
 
 bool plain_unit_char(char c) {
@@ -112,6 +215,37 @@ bool plain_unit_char(char c) {
 }
 
 }  // namespace
+
+Result<std::string> exec_argument(std::string_view text) {
+  std::string out = "'";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    switch (c) {
+      case '\0':
+        return make_error(Errc::invalid_argument,
+                          "a NUL byte cannot be passed in a command's argument: remove it");
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\'':
+        out += "\\'";
+        break;
+      case '%':
+        out += "%%";
+        break;
+      case '$':
+        out += "$$";
+        break;
+      default:
+        if (byte < 0x20 || byte >= 0x7f) {
+          out += fmt::format("\\x{:02x}", byte);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "'";
+}
 
 std::string unit_name_escape(std::string_view text) {
   std::string out;
@@ -149,12 +283,27 @@ GeneratedUnits generate_units(const std::vector<TabEntry> &entries,
                               const GeneratorSettings &settings) {
   GeneratedUnits out;
   for (const TabEntry &e : entries) {
+    const auto refuse = [&](std::string_view why) {
+      out.errors.push_back(make_error(Errc::invalid_argument,
+                                      fmt::format("{}:{}: {}", settings.source, e.line, why)));
+    };
+    if (const auto why = unwritable(e)) {
+      refuse(*why);
+      continue;
+    }
+    auto text = volume_unit(e, settings);
+    if (!text) {
+      refuse(text.error().message);
+      continue;
+    }
     const std::string unit = volume_unit_name(e.name);
     const std::string mapper = unit_name_from_path("/dev/mapper/" + e.name, ".device");
-    out.files.push_back({unit, volume_unit(e, settings)});
+    out.files.push_back({unit, std::move(text).value()});
     if (!e.volume.noauto) {
       out.links.push_back(
-          {fmt::format("cryptsetup.target.{}/{}", e.volume.nofail ? "wants" : "requires", unit),
+          {fmt::format("{}.{}/{}",
+                       e.volume.netdev ? "remote-cryptsetup.target" : "cryptsetup.target",
+                       e.volume.nofail ? "wants" : "requires", unit),
            "../" + unit});
     }
     // Whatever needs /dev/mapper/NAME (a mount, swap) pulls the volume in and waits for it.
@@ -165,42 +314,64 @@ GeneratedUnits generate_units(const std::vector<TabEntry> &entries,
                            "# Made by lbscrypt-generator: /dev/mapper/" + e.name +
                                " waits for its passphrase.\n\n[Unit]\nJobTimeoutSec=infinity\n"});
     }
+    if (e.volume.device_timeout_us && e.path.starts_with("/dev/")) {
+      // x-systemd.device-timeout=: how long the backing device may take to appear.
+      out.files.push_back(
+          {unit_name_from_path(e.path, ".device.d/50-device-timeout.conf"),
+           fmt::format("# Made by lbscrypt-generator from {} line {} "
+                       "(x-systemd.device-timeout=).\n\n[Unit]\nJobRunningTimeoutSec={}\n",
+                       settings.source, e.line, time_span(*e.volume.device_timeout_us))});
+    }
+  }
+  if (!out.files.empty()) {
+    out.files.push_back({kSliceName, slice_unit()});
   }
   return out;
 }
 
-Result<void> write_units(const std::filesystem::path &dir, const GeneratedUnits &units) {
-  const auto failed = [](const std::filesystem::path &path, const std::error_code &ec) {
-    return make_error(Errc::device, fmt::format("cannot write {}: {}", path.string(), ec.message()),
-                      ec.value());
+std::vector<Error> write_units(const std::filesystem::path &dir, const GeneratedUnits &units) {
+  std::vector<Error> errors;
+  const auto failed = [&](const std::filesystem::path &path, const std::error_code &ec) {
+    errors.push_back(make_error(
+        Errc::device, fmt::format("cannot write {}: {}", path.string(), ec.message()), ec.value()));
   };
-  std::error_code ec;
+  std::set<std::string> missing;  // units not written: no link may point to them
   for (const UnitFile &file : units.files) {
     const auto path = dir / file.path;
+    std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) {
-      return failed(path.parent_path(), ec);
+      failed(path.parent_path(), ec);
+      missing.insert(file.path);
+      continue;
     }
+    errno = 0;
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << file.text;
     out.close();
     if (!out) {
-      return failed(path, std::error_code(errno != 0 ? errno : EIO, std::generic_category()));
+      failed(path, std::error_code(errno != 0 ? errno : EIO, std::generic_category()));
+      missing.insert(file.path);
     }
   }
   for (const UnitLink &link : units.links) {
     const auto path = dir / link.path;
+    if (missing.contains(std::filesystem::path(link.target).filename().string())) {
+      continue;
+    }
+    std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) {
-      return failed(path.parent_path(), ec);
+      failed(path.parent_path(), ec);
+      continue;
     }
     std::filesystem::remove(path, ec);
     std::filesystem::create_symlink(link.target, path, ec);
     if (ec) {
-      return failed(path, ec);
+      failed(path, ec);
     }
   }
-  return Ok{};
+  return errors;
 }
 
 }  // namespace lbscrypt
