@@ -91,7 +91,10 @@ refused("a source that is already 1.30.0 fails", SOURCE.replace("{1, 29, 0}", "{
         "the kernel's target is 1.30.0")
 refused("the edited source does not take the edits again", mainline.apply_edits(SOURCE),
         "edit 'sector_size widened to unsigned int': its anchor occurs 0 times")
-refused("the name crypt is refused", SOURCE, "not 'crypt'", name="crypt")
+refused("a name that is no target name is refused", SOURCE, "lowercase letters", name="crypt-x")
+out = mainline.apply_edits(SOURCE, name="crypt")
+check("edits: --name crypt keeps the name (the in-tree stand-in), version 1.30.0",
+      '\t.name   = "crypt",\n\t.version = {1, 30, 0},\n' in out)
 
 KEY = "00" * 64
 GOOD = [

@@ -28,6 +28,11 @@ class KernelRef final : public lbscrypt::Kernel {
       std::string_view t) override {
     return fake_.target_version(t);
   }
+  lbscrypt::Result<std::optional<lbscrypt::TargetVersion>> load_target(
+      std::string_view t) override {
+    return fake_.load_target(t);
+  }
+  bool module_installed(std::string_view m) override { return fake_.module_installed(m); }
   std::uint32_t page_size() override { return fake_.page_size(); }
   lbscrypt::Result<lbscrypt::DeviceInfo> create(const lbscrypt::CreateRequest &r) override {
     return fake_.create(r);

@@ -30,6 +30,11 @@ class FakeKernel final : public Kernel {
   // fails (to test what happens to devices already made).
   std::set<std::string, std::less<>> missing_targets;
   bool fail_table = false;
+  // What asking for the crypt target by name loads when none is registered (version is
+  // nullopt): the in-tree module's version, or nothing; and whether modules.dep lists ours.
+  std::optional<TargetVersion> loadable;
+  bool ours_installed = false;
+  int loads = 0;
   int creates = 0;
   int removes = 0;
   int busy_removes = 0;  // removes that fail with EBUSY first (udev probing the device)
@@ -45,6 +50,19 @@ class FakeKernel final : public Kernel {
       return make_error(Errc::kernel, "cannot list device-mapper targets: no device-mapper");
     }
     return target == "crypt" ? version : std::nullopt;
+  }
+  Result<std::optional<TargetVersion>> load_target(std::string_view target) override {
+    ++loads;
+    if (target != "crypt") {
+      return std::optional<TargetVersion>{};
+    }
+    if (!version) {
+      version = loadable;
+    }
+    return version;
+  }
+  bool module_installed(std::string_view module) override {
+    return ours_installed && module == "dm_crypt_lbs";
   }
   std::uint32_t page_size() override { return page; }
 

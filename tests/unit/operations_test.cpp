@@ -86,6 +86,54 @@ TEST_CASE("offset, skip, size and flags go where the kernel expects them", "[ope
                                    "no_read_workqueue sector_size:4096"));
 }
 
+TEST_CASE("open and attach load the in-tree crypt target when dm-crypt-lbs is not installed",
+          "[operations]") {
+  Fixture f;
+  f.kernel.version.reset();  // no crypt target registered yet
+  f.request.sector_size = 65536;
+  SECTION("a kernel whose own dm_crypt is 1.30.0: loaded, judged, the 64K table made") {
+    f.kernel.loadable = TargetVersion{1, 30, 0};
+    f.env.load_target = true;
+    CHECK_THAT(f.table_line(), Catch::EndsWith(" sector_size:65536"));
+    CHECK(f.kernel.loads == 1);
+  }
+  SECTION("an in-tree dm_crypt below 1.30.0: loaded, then refused by its version") {
+    f.kernel.loadable = TargetVersion{1, 28, 0};
+    f.env.load_target = true;
+    CHECK(f.refusal().message ==
+          "this kernel's crypt is v1.28.0; sector_size 65536 needs v1.30.0: load "
+          "dm-crypt-lbs");
+    CHECK(f.kernel.loads == 1);
+  }
+  SECTION("no module provides crypt: the refusal of an unloaded target") {
+    f.env.load_target = true;
+    CHECK_THAT(f.refusal().message, Catch::Contains("no crypt target is loaded"));
+    CHECK(f.kernel.loads == 1);
+  }
+  SECTION("dm-crypt-lbs installed: never the in-tree module in its place") {
+    f.kernel.loadable = TargetVersion{1, 28, 0};
+    f.kernel.ours_installed = true;
+    f.env.load_target = true;
+    CHECK_THAT(f.refusal().message, Catch::Contains("load dm-crypt-lbs"));
+    CHECK(f.kernel.loads == 0);
+  }
+  SECTION("table and check (load_target off) and sizes up to 4096 load nothing") {
+    f.kernel.loadable = TargetVersion{1, 30, 0};
+    CHECK_THAT(f.refusal().message, Catch::Contains("no crypt target is loaded"));
+    f.env.load_target = true;
+    f.request.sector_size = 4096;
+    CHECK_THAT(f.table_line(), Catch::EndsWith(" sector_size:4096"));
+    CHECK(f.kernel.loads == 0);
+  }
+  SECTION("another target name (crypt_lbs beside stock) is never loaded by name") {
+    f.kernel.loadable = TargetVersion{1, 30, 0};
+    f.env.load_target = true;
+    f.env.target_type = "crypt_lbs";
+    CHECK_THAT(f.refusal().message, Catch::Contains("no crypt target is loaded"));
+    CHECK(f.kernel.loads == 0);
+  }
+}
+
 TEST_CASE("refusals: gate, page size, alignment, LUKS", "[operations]") {
   Fixture f;
   SECTION("stock kernel") {

@@ -46,6 +46,10 @@ struct CreateRequest {
   bool read_only = false;
 };
 
+// dm-crypt-lbs's module name: what the units load before attaching (modprobe@.service, as
+// loop devices are loaded), and what open and attach look for before loading the in-tree one.
+inline constexpr const char *kModuleName = "dm_crypt_lbs";
+
 class Kernel {
  public:
   Kernel() = default;
@@ -58,6 +62,13 @@ class Kernel {
   // The version of a registered target; nullopt when no module provides it yet.
   [[nodiscard]] virtual Result<std::optional<TargetVersion>> target_version(
       std::string_view target_type) = 0;
+  // Ask the kernel for a target by name, as a table load does: a target no module has
+  // registered yet makes the kernel load module dm-TARGET (modprobe, and so any install rule
+  // of /etc/modprobe.d). nullopt when no module provides it.
+  [[nodiscard]] virtual Result<std::optional<TargetVersion>> load_target(
+      std::string_view target_type) = 0;
+  // Whether modprobe knows a module of that name for the running kernel (its modules.dep).
+  [[nodiscard]] virtual bool module_installed(std::string_view module) = 0;
   [[nodiscard]] virtual std::uint32_t page_size() = 0;
   // Create + load + resume, waiting for udev where it runs.
   [[nodiscard]] virtual Result<DeviceInfo> create(const CreateRequest &request) = 0;

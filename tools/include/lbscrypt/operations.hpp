@@ -25,6 +25,10 @@ struct Environment {
   std::optional<TargetVersion> assume_version;
   std::optional<std::uint32_t> assume_page_size;
   std::string target_type = "crypt";
+  // open and attach: when no module has registered the crypt target and a sector size above
+  // 4096 needs its version, have the kernel load it (as a table load would) unless
+  // dm-crypt-lbs is installed, whose place it would take (the user is told to load that).
+  bool load_target = false;
 };
 
 struct KnownCapabilities {

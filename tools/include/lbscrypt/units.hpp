@@ -13,12 +13,10 @@
 #include <vector>
 
 #include "lbscrypt/crypttab.hpp"
+#include "lbscrypt/kernel.hpp"
 #include "lbscrypt/result.hpp"
 
 namespace lbscrypt {
-
-// The module the units load before attaching (modprobe@.service, as loop devices are loaded).
-inline constexpr const char *kModuleName = "dm_crypt_lbs";
 
 struct UnitFile {
   std::string path;  // relative to the generator's output directory

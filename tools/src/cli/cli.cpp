@@ -754,11 +754,10 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
   if (c.bench->parsed()) {
     return benchmark(o, c.bench_p, *env, services, out, err);
   }
-  if (c.open->parsed()) {
-    return open_command(o, *env, services, out, err);
-  }
-  if (c.attach->parsed()) {
-    return attach_command(c.attach_args, *env, services, out, err);
+  if (c.open->parsed() || c.attach->parsed()) {
+    env->load_target = true;  // they load a table: the kernel may load the target for it
+    return c.open->parsed() ? open_command(o, *env, services, out, err)
+                            : attach_command(c.attach_args, *env, services, out, err);
   }
   if (c.close->parsed()) {
     const auto closed = close_mapping(mapping_name(o.name), *env);

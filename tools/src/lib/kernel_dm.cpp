@@ -1,17 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // Kernel adapter on libdevmapper.
 #include <libdevmapper.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "lbscrypt/kernel.hpp"
@@ -94,6 +98,30 @@ Error dm_failure(Errc code, std::string_view what, dm_task *task = nullptr) {
   return make_error(code, fmt::format("{}: {}", what, detail), error);
 }
 
+// The entry of target_type in a task's version list (DM_DEVICE_LIST_VERSIONS, or the one entry
+// of DM_DEVICE_GET_TARGET_VERSION); nullopt when it is not there.
+std::optional<TargetVersion> find_version(dm_task *task, std::string_view target_type) {
+  dm_versions *entry = dm_task_get_versions(task);
+  while (entry != nullptr) {
+    if (target_type == entry->name) {
+      return TargetVersion{entry->version[0], entry->version[1], entry->version[2]};
+    }
+    if (entry->next == 0) {
+      break;
+    }
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
+    entry = reinterpret_cast<dm_versions *>(reinterpret_cast<char *>(entry) + entry->next);
+  }
+  return std::nullopt;
+}
+
+// A module's name as modprobe compares them: '-' and '_' are the same.
+std::string module_key(std::string_view name) {
+  std::string key(name);
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
 class DevmapperKernel final : public Kernel {
  public:
   DevmapperKernel() : use_udev_(udev_running()) {
@@ -118,19 +146,44 @@ class DevmapperKernel final : public Kernel {
     if (!task || dm_task_run(task.get()) == 0) {
       return dm_failure(Errc::kernel, "cannot list device-mapper targets");
     }
-    dm_versions *entry = dm_task_get_versions(task.get());
-    while (entry != nullptr) {
-      if (target_type == entry->name) {
-        return std::optional<TargetVersion>(
-            TargetVersion{entry->version[0], entry->version[1], entry->version[2]});
-      }
-      if (entry->next == 0) {
-        break;
-      }
-      // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
-      entry = reinterpret_cast<dm_versions *>(reinterpret_cast<char *>(entry) + entry->next);
+    return find_version(task.get(), target_type);
+  }
+
+  Result<std::optional<TargetVersion>> load_target(std::string_view target_type) override {
+    const std::string name(target_type);
+    const Task task(new_task(DM_DEVICE_GET_TARGET_VERSION));
+    if (!task || dm_task_set_name(task.get(), name.c_str()) == 0) {
+      return dm_failure(Errc::kernel, "cannot prepare the target version request");
     }
-    return std::optional<TargetVersion>{};
+    if (dm_task_run(task.get()) == 0) {
+      // EINVAL: no module registers the target (none installed, or it did not load).
+      last_dm_error().clear();
+      return std::optional<TargetVersion>{};
+    }
+    return find_version(task.get(), target_type);
+  }
+
+  bool module_installed(std::string_view module) override {
+    utsname uts{};
+    if (uname(&uts) != 0) {
+      return false;
+    }
+    std::ifstream dep(fmt::format("/lib/modules/{}/modules.dep", uts.release));
+    const std::string want = module_key(module);
+    std::string line;
+    while (std::getline(dep, line)) {
+      const std::string_view path = std::string_view(line).substr(0, line.find(':'));
+      std::string_view file = path.substr(path.rfind('/') + 1);  // npos + 1 == 0
+      for (const std::string_view suffix : {".xz", ".gz", ".zst"}) {
+        if (file.ends_with(suffix)) {
+          file.remove_suffix(suffix.size());
+        }
+      }
+      if (file.ends_with(".ko") && module_key(file.substr(0, file.size() - 3)) == want) {
+        return true;
+      }
+    }
+    return false;
   }
 
   std::uint32_t page_size() override { return static_cast<std::uint32_t>(sysconf(_SC_PAGESIZE)); }

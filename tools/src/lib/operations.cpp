@@ -158,6 +158,17 @@ namespace {
 Result<KnownCapabilities> table_capabilities(const MappingRequest &request,
                                              const Environment &env) {
   auto known = capabilities(env);
+  if (known && !known->target_loaded && env.load_target && !env.assume_version &&
+      request.sector_size > kPortableMaxSectorSize && env.target_type == "crypt" &&
+      !env.kernel->module_installed(kModuleName)) {
+    // No dm-crypt-lbs here (a kernel whose own dm_crypt has the larger sectors, or a
+    // machine that never installed ours): the in-tree target is loaded and judged.
+    const auto loaded = env.kernel->load_target(env.target_type);
+    if (loaded && loaded->has_value()) {
+      known->target_loaded = true;
+      known->caps.version = **loaded;
+    }
+  }
   if (known || env.assume_version || env.kernel == nullptr ||
       known.error().code == Errc::invalid_argument) {
     return known;
