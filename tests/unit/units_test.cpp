@@ -214,7 +214,7 @@ TEST_CASE("generator: key dependencies as systemd-cryptsetup-generator writes th
   CHECK_THAT(unit_of("/dev/disk/by-label/KEYS"),
              Catch::Contains("\nAfter=dev-disk-by\\x2dlabel-KEYS.device\n"
                              "Requires=dev-disk-by\\x2dlabel-KEYS.device\n"));
-  for (const char *random : {"/dev/urandom", "/dev/random", "/dev/hw_random"}) {
+  for (const char *random : {"/dev/urandom", "/dev/random", "/dev/hw_random", "/dev/hwrng"}) {
     INFO(random);
     const std::string unit = unit_of(random);
     CHECK_THAT(unit, Catch::Contains("\nAfter=systemd-random-seed.service\n") &&

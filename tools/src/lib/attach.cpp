@@ -26,7 +26,7 @@ namespace {
 constexpr unsigned kGroupOtherBits = 0077;
 
 // A file key readable or writable by group or others draws a warning (systemd-cryptsetup
-// warns likewise); the volume still opens.
+// warns only when others may read it); the volume still opens.
 std::optional<std::string> key_file_warning(const std::string &path,
                                             const AttachServices &services) {
   const auto mode = services.key_file_mode ? services.key_file_mode(path) : std::nullopt;

@@ -637,8 +637,9 @@ Result<std::string> volume_device_path(std::string_view device) {
                     "PARTLABEL=: give /dev/disk/by-partuuid/... or PARTUUID=...",
                     printable(device)));
   }
-  // systemd names the device's unit after the path as written: /dev/../dev/vdb would wait
-  // for a unit that never appears.
+  // One spelling per device: systemd simplifies "//", "/./" and a trailing '/' when it names
+  // the device's unit, and cannot name one after a path with "/../" (its own generator stops
+  // there); the line is refused with the normal form instead.
   std::string normal = std::filesystem::path(device).lexically_normal().string();
   while (normal.size() > 1 && normal.back() == '/') {
     normal.pop_back();

@@ -80,9 +80,11 @@ std::string time_span(std::uint64_t us) {
   return fmt::format("{}us", us);
 }
 
-// Keys read from the kernel's random generator: they wait for the seed, as crypttab's do.
+// Keys read from the kernel's random generators: they wait for the seed, as
+// systemd-cryptsetup-generator orders these four (it writes no device dependency for them).
 bool random_key(std::string_view key) {
-  return key == "/dev/urandom" || key == "/dev/random" || key == "/dev/hw_random";
+  return key == "/dev/urandom" || key == "/dev/random" || key == "/dev/hw_random" ||
+         key == "/dev/hwrng";
 }
 
 // The dependencies on the key: its device, its mount, or the random seed; none for a
