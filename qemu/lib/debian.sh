@@ -136,6 +136,16 @@ deb_paths() {
 	done
 }
 
+# cryptroot_specs ARCH: Debian's cryptroot at the build machine's cryptsetup
+# version (its libcryptsetup12 for ARCH): cryptsetup-initramfs and the two
+# packages its hook copies from, as deb_paths specs. tests/initramfs-check
+# unpacks them (never installs them); tests/fetch-check downloads them.
+cryptroot_specs() {
+	local v
+	v=$(dpkg-query -W -f='${Version}' "libcryptsetup12:$1" 2>/dev/null) && [ -n "$v" ] || return 1
+	printf '%s\n' "cryptsetup-initramfs=$v" "cryptsetup=$v" "cryptsetup-bin=$v"
+}
+
 # fetch_debs ARCH DIR SPEC...: unpack the packages SPEC... of ARCH into DIR.
 fetch_debs() {
 	local arch=$1 dir=$2 deb
