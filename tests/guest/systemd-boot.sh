@@ -1,17 +1,30 @@
 #!/bin/bash
 # systemd-boot.sh TOKEN LONG-NAME: the guest half of tests/systemd-check, run by the
 # systemd rootfs's lbs-command.service once multi-user.target is reached
-# (qemu/run --init systemd). The host made three disks and this guest's
+# (qemu/run --init systemd). The host made six disks and this guest's
 # /etc/lbscrypttab, /etc/fstab, key files and password agent (see
 # tests/systemd-check); each volume's filesystem holds /token, "VOLUME TOKEN".
 # Checks what the boot left, one line per check; then writes /written to lbsdata
 # (the host reads it back after the shutdown) and stops lbspass by hand.
+#
+# systemd-boot.sh --late TOKEN: the guest half of the late disk's boot (also
+# tests/systemd-check): lbslate, its key on lbskeys, a disk the host hot-plugged
+# when lbs-wantdisk.service asked for it; checks that lbscrypt@lbslate waited for
+# the disk and opened the volume once it came, and writes /written to lbslate.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-[ $# -eq 2 ] || fail "usage: systemd-boot.sh TOKEN LONG-NAME"
-token=$1 long_name=$2
+late=0
+if [ "${1:-}" = --late ]; then
+	late=1
+	shift
+	[ $# -eq 1 ] || fail "usage: systemd-boot.sh --late TOKEN"
+	token=$1
+else
+	[ $# -eq 2 ] || fail "usage: systemd-boot.sh TOKEN LONG-NAME | --late TOKEN"
+	token=$1 long_name=$2
+fi
 
 # check WHAT COMMAND...: ok when COMMAND succeeds, else a soft failure naming
 # what was checked; verdict WHAT STATUS: the same for a status found before
@@ -33,23 +46,17 @@ pid1=$(readlink /proc/1/exe)
 [[ $pid1 == */systemd ]] || fail "PID 1 is $pid1, not systemd: this test needs qemu/run --init systemd"
 ok "PID 1 is $pid1 ($(systemctl --version | sed -n 1p))"
 check "multi-user.target is active" [ "$(systemctl is-active multi-user.target)" = active ]
-# a nofail volume is not waited for by multi-user.target: wait for the boot's
-# last job (lbswrong's) before judging what failed
-state=$(timeout 180 systemctl is-system-running --wait || true)
-failed_units=$(systemctl list-units --failed --plain --no-legend | awk '{ print $1 }' | tr '\n' ' ' || true)
-echo "   system state '$state'; failed units: ${failed_units:-none}"
-check "the one failed unit is lbscrypt@lbswrong.service (failed: ${failed_units:-none})" \
-	[ "$failed_units" = "lbscrypt@lbswrong.service " ]
-check "the system is 'degraded' by that failure alone (is-system-running: $state)" [ "$state" = degraded ]
 multi=$(prop multi-user.target ActiveEnterTimestampMonotonic)
 
-# --- the module: ours, loaded by the units (modprobe@dm_crypt_lbs), never stock
-check "dm_crypt_lbs is loaded (modprobe@dm_crypt_lbs.service: $(systemctl is-active modprobe@dm_crypt_lbs.service || true))" \
-	[ -d /sys/module/dm_crypt_lbs ]
-check "the in-tree dm_crypt is not loaded" [ ! -d /sys/module/dm_crypt ]
-check "the crypt target is 1.30.0 ($(target_version crypt))" [ "$(target_version crypt)" = v1.30.0 ]
-check "dm_crypt_lbs is where DKMS installs it ($(modinfo -n dm_crypt_lbs 2>&1))" \
-	[ "$(modinfo -n dm_crypt_lbs 2>&1)" = "/lib/modules/$(uname -r)/updates/dkms/dm-crypt-lbs.ko" ]
+# modules: ours, loaded by the units (modprobe@dm_crypt_lbs), never stock
+modules() {
+	check "dm_crypt_lbs is loaded (modprobe@dm_crypt_lbs.service: $(systemctl is-active modprobe@dm_crypt_lbs.service || true))" \
+		[ -d /sys/module/dm_crypt_lbs ]
+	check "the in-tree dm_crypt is not loaded" [ ! -d /sys/module/dm_crypt ]
+	check "the crypt target is 1.30.0 ($(target_version crypt))" [ "$(target_version crypt)" = v1.30.0 ]
+	check "dm_crypt_lbs is where DKMS installs it ($(modinfo -n dm_crypt_lbs 2>&1))" \
+		[ "$(modinfo -n dm_crypt_lbs 2>&1)" = "/lib/modules/$(uname -r)/updates/dkms/dm-crypt-lbs.ko" ]
+}
 
 # volume NAME SECTOR MOUNTPOINT: the volume is open through ours at SECTOR, its
 # unit the generator's, its filesystem mounted with the host's token, all before
@@ -80,6 +87,58 @@ volume() {
 	if [ "$opened" -gt 0 ] && [ "$opened" -le "$mounted" ] && [ "$mounted" -le "$multi" ]; then rc=0; fi
 	verdict "$name was open (at ${opened} us) and $mount mounted (at ${mounted} us) before multi-user.target was reached (at ${multi} us)" "$rc"
 }
+
+if [ "$late" = 1 ]; then
+	# --- the late disk: the boot waited for lbslate, nothing failed
+	state=$(timeout 180 systemctl is-system-running --wait || true)
+	failed_units=$(systemctl list-units --failed --plain --no-legend | awk '{ print $1 }' | tr '\n' ' ' || true)
+	check "no unit failed and the system is 'running' (failed: ${failed_units:-none}; is-system-running: $state)" \
+		[ "${failed_units:-none}/$state" = none/running ]
+	modules
+	want=$(journalctl -b -o cat -u lbs-wantdisk.service 2>&1 || true)
+	while IFS= read -r line; do echo "   wantdisk| $line"; done <<<"$want"
+	asked=$(cat /run/lbs-test/asked 2>/dev/null || echo 0)
+	check "lbs-wantdisk saw lbscrypt@lbslate's start job wait for the key's device job, no disk there, and asked the host (at ${asked} us)" \
+		[ "$asked" -gt 0 ]
+	keys=$(readlink -f /dev/disk/by-id/virtio-lbskeys 2>&1 || true)
+	sys=$(readlink -f "/sys/class/block/${keys#/dev/}" 2>&1 || true)
+	echo "   /dev/disk/by-id/virtio-lbskeys: $keys ($sys)"
+	rc=1
+	if [[ $sys == /sys/devices/*/pci*/virtio*/block/* ]]; then rc=0; fi
+	verdict "lbskeys is a PCI virtio disk, the one the host hot-plugged (lbslate's is on virtio-mmio: $(readlink -f "/sys/class/block/$(basename "$(readlink -f /dev/disk/by-id/virtio-lbslate)")"))" "$rc"
+	keydev='dev-disk-by\x2did-virtio\x2dlbskeys.device'
+	came=$(prop "$keydev" ActiveEnterTimestampMonotonic)
+	check "$keydev came after the guest asked for it (at $came us, $(((came - asked) / 1000)) ms after; the host waits 10 s)" \
+		[ "$came" -ge $((asked + 10000000)) ]
+	unit=lbscrypt@lbslate.service
+	began=$(prop "$unit" InactiveExitTimestampMonotonic)
+	rc=1
+	if [ "$came" -gt 0 ] && [ "$began" -ge "$came" ]; then rc=0; fi
+	verdict "$unit's start ran only once the key disk was there (at $began us, after $came us)" "$rc"
+	journal=$(journalctl -b -o cat -u "$unit" 2>&1 || true)
+	result=$(prop "$unit" Result)
+	rc=1
+	if [ "$result" = success ] && ! grep -qiE 'fail|timed out' <<<"$journal"; then rc=0; fi
+	verdict "$unit waited and did not fail: its result is $result, no failure or time-out in its journal" "$rc"
+	volume lbslate 16384 /srv/late
+	echo "written through lbslate $token" >/srv/late/written
+	sync
+	echo "   $(systemd-analyze time 2>&1 | sed -n 1p)"
+	journalctl -b -o short-monotonic --no-hostname -u "$unit" -u "$keydev" -u lbs-wantdisk.service -u srv-late.mount 2>&1 |
+		tail -n 30 | sed 's/^/   journal| /'
+	exit 0
+fi
+
+# a nofail volume is not waited for by multi-user.target: wait for the boot's
+# last job (lbswrong's) before judging what failed
+state=$(timeout 180 systemctl is-system-running --wait || true)
+failed_units=$(systemctl list-units --failed --plain --no-legend | awk '{ print $1 }' | tr '\n' ' ' || true)
+echo "   system state '$state'; failed units: ${failed_units:-none}"
+check "the one failed unit is lbscrypt@lbswrong.service (failed: ${failed_units:-none})" \
+	[ "$failed_units" = "lbscrypt@lbswrong.service " ]
+check "the system is 'degraded' by that failure alone (is-system-running: $state)" [ "$state" = degraded ]
+modules
+
 volume lbsdata 65536 /srv/data
 volume lbspass 16384 /srv/pass
 volume lbsforever 4096 /srv/forever
