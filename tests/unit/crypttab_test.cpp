@@ -337,8 +337,8 @@ TEST_CASE("lbscrypttab: key specs and key fields", "[crypttab]") {
   CHECK(refusal("v /dev/vdb /k.bin:UUID=1234 " + kXts) ==
         "/etc/lbscrypttab:1: v: key '/k.bin:UUID=1234' is a KEY:DEVICE spec (a key file on "
         "another device), which lbscrypt does not support: copy the key file to the root (or "
-        "the initramfs), or name the key device itself with keyfile-offset= and "
-        "keyfile-size=");
+        "the initramfs), or name the key device itself, with keyfile-offset= where the key "
+        "starts on it");
   CHECK_THAT(refusal("v /dev/vdb /k " + kXts + ",keyfile-timeout=10s"),
              Catch::Contains(":1: v: keyfile-timeout= (wait for a key on a device, then ask for "
                              "a passphrase) is not supported"));

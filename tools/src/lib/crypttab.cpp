@@ -507,7 +507,7 @@ Result<void> check_key_field(std::string_view key) {
     return bad(fmt::format(
         "key '{}' is a KEY:DEVICE spec (a key file on another device), which lbscrypt does not "
         "support: copy the key file to the root (or the initramfs), or name the key device "
-        "itself with keyfile-offset= and keyfile-size=",
+        "itself, with keyfile-offset= where the key starts on it",
         printable(key)));
   }
   return Ok{};
