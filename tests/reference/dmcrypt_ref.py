@@ -120,6 +120,19 @@ def encrypt(cipher, key, sector_size, iv_large_sectors, iv_offset, data):
     return b"".join(out)
 
 
+def decrypt_xts_plain64(key, sector_size, data):
+    """The plaintext of a whole aes-xts-plain64 mapping (iv_offset 0, no
+    iv_large_sectors): what the host tests read back after a guest wrote."""
+    if len(data) % sector_size:
+        raise ValueError("data is not a whole number of sectors")
+    out = []
+    for unit in range(len(data) // sector_size):
+        plain64 = struct.pack("<Q", iv_sector(unit, sector_size, False, 0)) + bytes(8)
+        dec = Cipher(algorithms.AES(key), modes.XTS(plain64)).decryptor()
+        out.append(dec.update(data[unit * sector_size:(unit + 1) * sector_size]) + dec.finalize())
+    return b"".join(out)
+
+
 def expected_sha(cipher, sector_size, iv_large_sectors, iv_offset, nbytes):
     key = test_key(KEY_BYTES[cipher])
     return hashlib.sha256(encrypt(cipher, key, sector_size, iv_large_sectors, iv_offset,
