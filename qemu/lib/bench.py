@@ -212,8 +212,8 @@ def markdown(kernels, records, limits, infos):
 
 
 def goals(k, records, limits, bounds):
-    """The issue's goals, as measured (reported, never asserted)."""
-    out = ["Goals of issue 10, as measured:", ""]
+    """The benchmark's goals, as measured (reported, never asserted)."""
+    out = ["Goals, as measured:", ""]
     ratios = []
     for r in records:
         if r["kernel"] == k and r["target"] == "lbscrypt":
