@@ -2,6 +2,7 @@
 #
 #   make deps      install what the build machine lacks (apt-get; once)
 #   make matrix    the sector_size acceptance matrix on every rig kernel
+#                  (KERNEL=PATH: on a kernel build tree of yours; Documentation/qemu-rig.rst)
 #   make check     everything CI runs, stage by stage with the time of each (below)
 #   make kmod      build dm-crypt-lbs.ko for every rig kernel
 #   make engine    build the emulated offload engine (tests/engine/, test-only)
@@ -29,7 +30,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod engine bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps kernels kmod engine matrix-tree bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -93,8 +94,14 @@ bench-smoke: kmod engine
 # The guests carry the tool, installed from its Debian package (packaging/deb.mk).
 GUEST_TOOLS := $(if $(wildcard packaging/deb.mk),deb,$(if $(wildcard tools/tools.mk),tools tools-arm64,))
 
-matrix: kmod $(GUEST_TOOLS)
-	@qemu/matrix $(KERNELS)
+# make matrix KERNEL=PATH: the matrix on a kernel build tree someone built (arm64
+# or amd64): its .config is read, and refused when it lacks what the rig needs,
+# before anything is built; ours is built against it by qemu/matrix.
+matrix: $(if $(KERNEL),matrix-tree deps,kmod) $(GUEST_TOOLS)
+	@qemu/matrix $(or $(KERNEL),$(KERNELS))
+
+matrix-tree:
+	@qemu/lib/kernel-tree $(KERNEL) >/dev/null
 
 matrix-check: matrix
 	@python3 qemu/lib/matrix.py check $(BUILD)/matrix/results.json tests/expected/matrix.tsv

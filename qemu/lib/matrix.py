@@ -4,7 +4,17 @@ print the table, and check results against tests/expected/matrix.tsv.
 
 A MATRIX line carries one JSON record of `lbscrypt matrix --json` (tests/guest/matrix.sh);
 the tab-separated fields of the shell loop that preceded it are still read:
-  MATRIX <target> <arg> <outcome> <recorded> <logical_block_size> <version> <error>"""
+  MATRIX <target> <arg> <outcome> <recorded> <logical_block_size> <version> <error>
+Each kernel's raw files, written by qemu/matrix: NAME.meta (kernel, arch, page size,
+release), NAME.tsv (the MATRIX lines) and NAME.targets (target and version, as the
+guest's `dmsetup targets` shows them: every record's version must be that).
+
+The expectations of a cell follow from its target, the version that target reports
+and the kernel's page size, never from which kernel it is: the stock target before
+1.30.0 takes the `stock` rules of matrix.tsv (4096 at most, the 16-bit truncation),
+at 1.30.0 or later the `stock-1.30` ones (up to the page size). A kernel of the rig
+has its stock target's version pinned by the `version` lines for its series; a
+kernel given by its build tree's path (make matrix KERNEL=PATH) reports its own."""
 
 import json
 import re
@@ -42,12 +52,24 @@ def _parse_line(line):
     }
 
 
+def _reported(path):
+    """The versions of NAME.targets: {dm target name: version}."""
+    if not path.exists():
+        raise SystemExit(f"{path}: missing (the guest's dmsetup targets versions)")
+    return dict(line.split("\t") for line in path.read_text().splitlines() if line)
+
+
 def assemble(raw_dir, out):
     records = []
     for meta in sorted(Path(raw_dir).glob("*.meta")):
         kernel, arch, page, release = meta.read_text().rstrip("\n").split("\t")
+        reported = _reported(meta.with_suffix(".targets"))
         for line in meta.with_suffix(".tsv").read_text().splitlines():
             name, cell = _parse_line(line)
+            if reported.get(name) != cell["target_version"]:
+                raise SystemExit(
+                    f"{kernel}: a record of target {name} says version {cell['target_version']}, "
+                    f"dmsetup targets {reported.get(name, 'has no such target')}")
             records.append({
                 "kernel": kernel, "arch": arch, "page_size": int(page),
                 "kernel_release": release, "target": TARGETS[name], **cell,
@@ -118,6 +140,28 @@ def table(results):
     print(LEGEND)
 
 
+# The first version of the crypt target that takes sector sizes up to the page size.
+LARGE_SECTORS = (1, 30, 0)
+
+
+def _version(text):
+    """A target version as a tuple of numbers, () when it is not one."""
+    return tuple(int(p) for p in text.split(".")) if re.fullmatch(r"[0-9]+(\.[0-9]+)*", text) else ()
+
+
+def rules_of(rec):
+    """Which rules of matrix.tsv a record is held to: ours always to its own; the
+    stock target by the version it reports."""
+    if rec["target"] == "stock" and _version(rec["target_version"]) >= LARGE_SECTORS:
+        return "stock-1.30"
+    return rec["target"]
+
+
+def from_tree(rec):
+    """A kernel given by its build tree's path (make matrix KERNEL=PATH), not a rig id."""
+    return rec["kernel"].startswith("/")
+
+
 def check(results, expected):
     """Compare every cell with the rules in the expectation file; print each
     difference and return (cells checked, cells that differ)."""
@@ -140,7 +184,7 @@ def check(results, expected):
 
     def expect(rec):
         for target, page, arg, outcome, recorded, lbs, version, err in rules:
-            if target == rec["target"] and page in ("*", str(rec["page_size"])) and arg == rec["sector_size"]:
+            if target == rules_of(rec) and page in ("*", str(rec["page_size"])) and arg == rec["sector_size"]:
                 return outcome, recorded, lbs, version, err
         return None
 
@@ -161,7 +205,7 @@ def check(results, expected):
                   f"logical_block_size={lbs}, observed outcome={observed[0]} recorded={observed[1]} "
                   f"logical_block_size={observed[2]}")
             bad.add(cell)
-        if version == "*":
+        if version == "*" and not from_tree(rec):
             series = re.match(r"[0-9]+[.][0-9]+", rec["kernel_release"])
             version = versions.get((rec["target"], series.group(0) if series else None), "*")
         if version != "*" and rec["target_version"] != version:
