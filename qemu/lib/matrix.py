@@ -127,13 +127,17 @@ def table(results):
     args = [a for a in ARGS if any((k, t, a) in cells for k in kernels for t in ("stock", "lbscrypt"))]
     label = "sector_size"
     width = max(len(label), *(len(a) for a in args))
-    colw = max(len(k) for k in kernels)
+    # a tree's path heads its column by the release it booted (the lines above
+    # pair the two), so that the grid keeps to WIDTH
+    heads = {k: first.get((k, "stock"), first.get((k, "lbscrypt")))["kernel_release"]
+             if from_tree(k) else k for k in kernels}
+    colw = max(len(h) for h in heads.values())
     colw = max(colw, *(len(_cell(cells, k, a)) for k in kernels for a in args)) + 2
     per_row = max(1, (WIDTH - width) // colw)
     for start in range(0, len(kernels), per_row):
         group = kernels[start:start + per_row]
         print()
-        print(label.rjust(width) + "".join(k.rjust(colw) for k in group))
+        print(label.rjust(width) + "".join(heads[k].rjust(colw) for k in group))
         for arg in args:
             print(arg.rjust(width) + "".join(_cell(cells, k, arg).rjust(colw) for k in group))
     print()
@@ -157,9 +161,9 @@ def rules_of(rec):
     return rec["target"]
 
 
-def from_tree(rec):
+def from_tree(kernel):
     """A kernel given by its build tree's path (make matrix KERNEL=PATH), not a rig id."""
-    return rec["kernel"].startswith("/")
+    return kernel.startswith("/")
 
 
 def check(results, expected):
@@ -205,7 +209,7 @@ def check(results, expected):
                   f"logical_block_size={lbs}, observed outcome={observed[0]} recorded={observed[1]} "
                   f"logical_block_size={observed[2]}")
             bad.add(cell)
-        if version == "*" and not from_tree(rec):
+        if version == "*" and not from_tree(rec["kernel"]):
             series = re.match(r"[0-9]+[.][0-9]+", rec["kernel_release"])
             version = versions.get((rec["target"], series.group(0) if series else None), "*")
         if version != "*" and rec["target_version"] != version:
