@@ -32,7 +32,9 @@ kernel_row() {
 	local line
 	local -a extra
 	read -r -a extra <<<"$LBS_KERNELS_EXTRA"
-	line=$(cat "$LBS_KERNELS_CONF" "${extra[@]}" "$LBS_TREES_CONF" 2>/dev/null | awk -v id="$1" '!/^#/ && $1 == id')
+	# (no trees.conf until a tree is registered)
+	[ ! -f "$LBS_TREES_CONF" ] || extra+=("$LBS_TREES_CONF")
+	line=$(cat "$LBS_KERNELS_CONF" "${extra[@]}" 2>/dev/null | awk -v id="$1" '!/^#/ && $1 == id')
 	[ -n "$line" ] || fail "unknown kernel '$1' (known: $(kernel_ids | tr '\n' ' '))"
 	# shellcheck disable=SC2034 # read by the callers
 	read -r K_ID K_ARCH K_PAGE K_KIND K_RELEASE K_VERSION <<<"$line"
