@@ -2,6 +2,7 @@
 #
 #   make deps      install what the build machine lacks (apt-get; once)
 #   make matrix    the sector_size acceptance matrix on every rig kernel
+#                  (KERNEL=PATH: on a kernel build tree of yours; Documentation/qemu-rig.rst)
 #   make check     everything CI runs, stage by stage with the time of each (below)
 #   make kmod      build dm-crypt-lbs.ko for every rig kernel
 #   make engine    build the emulated offload engine (tests/engine/, test-only)
@@ -29,7 +30,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod engine bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps kernels kmod engine matrix-tree matrix-tree-check bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -93,8 +94,14 @@ bench-smoke: kmod engine
 # The guests carry the tool, installed from its Debian package (packaging/deb.mk).
 GUEST_TOOLS := $(if $(wildcard packaging/deb.mk),deb,$(if $(wildcard tools/tools.mk),tools tools-arm64,))
 
-matrix: kmod $(GUEST_TOOLS)
-	@qemu/matrix $(KERNELS)
+# make matrix KERNEL=PATH: the matrix on a kernel build tree someone built (arm64
+# or amd64): its .config is read, and refused when it lacks what the rig needs,
+# before anything is built; ours is built against it by qemu/matrix.
+matrix: $(if $(KERNEL),matrix-tree deps,kmod) $(GUEST_TOOLS)
+	@qemu/matrix $(or $(KERNEL),$(KERNELS))
+
+matrix-tree:
+	@qemu/lib/kernel-tree $(KERNEL) >/dev/null
 
 matrix-check: matrix
 	@python3 qemu/lib/matrix.py check $(BUILD)/matrix/results.json tests/expected/matrix.tsv
@@ -152,7 +159,7 @@ tools-fuzz: tools-asan-build
 
 SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init qemu/rootfs/systemd/lbs-command \
 	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/rig-test tests/fetch-check \
-		tests/rig-host-test tests/dkms-check tests/deb-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
+		tests/rig-host-test tests/matrix-tree-check tests/dkms-check tests/deb-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
 		tools/cmake/manpage.sh tools/initramfs/hook tools/initramfs/local-top) .ci/run
 
 lint-shell:
@@ -195,10 +202,17 @@ check:
 
 # make check-full: what make check leaves out for its budget (Documentation/testing.rst):
 # the kernels of qemu/kernels-extra.conf beside make check's, each with the matrix and
-# dkms-check, and every guest test on every kernel (LBS_GUEST_ALL=1). Hours, not minutes.
+# dkms-check, every guest test on every kernel (LBS_GUEST_ALL=1), and the matrix on a
+# build tree with dm-crypt built in (matrix-tree-check). Hours, not minutes.
 FULL_KERNELS := $(KERNELS) $(shell awk '!/^\#/ && NF { print $$1 }' $(TOP)/qemu/kernels-extra.conf)
 check-full: deps
 	@$(MAKE) --no-print-directory matrix-check dkms-check guest-test KERNELS="$(FULL_KERNELS)" LBS_GUEST_ALL=1
+	@$(MAKE) --no-print-directory matrix-tree-check
+
+# make matrix KERNEL=PATH on a build tree with dm-crypt built in (tests/matrix-tree-check;
+# its first run builds that tree into the cache). Part of check-full.
+matrix-tree-check: deps $(GUEST_TOOLS)
+	@tests/matrix-tree-check
 
 clean:
 	rm -rf $(BUILD)

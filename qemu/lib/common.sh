@@ -9,6 +9,9 @@ LBS_KERNELS_CONF=${LBS_KERNELS_CONF:-$LBS_TOP/qemu/kernels.conf}
 # extra kernels): files separated by spaces, known to kernel_row, never in the
 # default list of kernel_ids.
 LBS_KERNELS_EXTRA=${LBS_KERNELS_EXTRA:-$LBS_TOP/qemu/kernels-debug.conf $LBS_TOP/qemu/kernels-extra.conf}
+# Kernel build trees of anyone's (qemu/lib/kernel-tree PATH registers one): rows
+# of kind "tree" whose last column is the tree's path, known to kernel_row too.
+LBS_TREES_CONF=$LBS_CACHE/kernels/trees.conf
 
 fail() {
 	printf '%s: error: %s\n' "${0##*/}" "$*" >&2
@@ -29,10 +32,22 @@ kernel_row() {
 	local line
 	local -a extra
 	read -r -a extra <<<"$LBS_KERNELS_EXTRA"
+	# (no trees.conf until a tree is registered)
+	[ ! -f "$LBS_TREES_CONF" ] || extra+=("$LBS_TREES_CONF")
 	line=$(cat "$LBS_KERNELS_CONF" "${extra[@]}" 2>/dev/null | awk -v id="$1" '!/^#/ && $1 == id')
 	[ -n "$line" ] || fail "unknown kernel '$1' (known: $(kernel_ids | tr '\n' ' '))"
 	# shellcheck disable=SC2034 # read by the callers
 	read -r K_ID K_ARCH K_PAGE K_KIND K_RELEASE K_VERSION <<<"$line"
+}
+
+# kernel_id KERNEL: the id of KERNEL, a rig kernel's id or, when it holds a '/',
+# the path of a kernel build tree (registered by qemu/lib/kernel-tree, which
+# refuses a tree the rig cannot boot).
+kernel_id() {
+	case $1 in
+	*/*) "$LBS_TOP/qemu/lib/kernel-tree" "$1" || exit 1 ;;
+	*) printf '%s\n' "$1" ;;
+	esac
 }
 
 # Short content hash of files and strings, for cache keys.
@@ -97,7 +112,7 @@ kbuild_vars() {
 	esac
 	echo "CROSS_COMPILE=$prefix"
 	command -v ccache >/dev/null || return 0
-	if [ "$K_KIND" = build ]; then
+	if [ "$K_KIND" = build ] || [ "$K_KIND" = tree ]; then
 		echo "CC=ccache ${prefix}gcc"
 	else
 		echo DEBIAN_KERNEL_USE_CCACHE=1
@@ -129,13 +144,28 @@ config_fragment() {
 		END { for (i = 0; i < n; i++) print val[order[i]] }' "${files[@]}"
 }
 
+# tree_image ARCH: where a kernel build tree of ARCH keeps the image qemu boots.
+tree_image() {
+	case $1 in
+	arm64) echo arch/arm64/boot/Image ;;
+	amd64) echo arch/x86/boot/bzImage ;;
+	*) fail "no kernel image for architecture $1" ;;
+	esac
+}
+
 # kernel_dir ID [RELEASE VERSION]: the directory kernel ID is prepared in (see
 # qemu/lib/kernel); by default for the pinned release and version of kernels.conf.
+# A build tree's (kind tree, VERSION its path) is keyed by its path, release,
+# .config, Module.symvers and the size and time of its image: a rebuilt tree gets
+# a directory of its own.
 kernel_dir() {
 	kernel_row "$1"
 	[ $# -lt 3 ] || { K_RELEASE=$2 K_VERSION=$3; }
 	local key
-	if [ "$K_KIND" = build ]; then
+	if [ "$K_KIND" = tree ]; then
+		key=$(cache_key "$K_VERSION" "$K_RELEASE" "$K_VERSION/.config" "$K_VERSION/Module.symvers" \
+			"$(stat -c '%s %Y' "$K_VERSION/$(tree_image "$K_ARCH")" 2>/dev/null || true)")
+	elif [ "$K_KIND" = build ]; then
 		local -a files
 		mapfile -t files < <(config_files "$K_ID")
 		key=$(cache_key "$K_VERSION" "${files[@]}")

@@ -4,7 +4,17 @@ print the table, and check results against tests/expected/matrix.tsv.
 
 A MATRIX line carries one JSON record of `lbscrypt matrix --json` (tests/guest/matrix.sh);
 the tab-separated fields of the shell loop that preceded it are still read:
-  MATRIX <target> <arg> <outcome> <recorded> <logical_block_size> <version> <error>"""
+  MATRIX <target> <arg> <outcome> <recorded> <logical_block_size> <version> <error>
+Each kernel's raw files, written by qemu/matrix: NAME.meta (kernel, arch, page size,
+release), NAME.tsv (the MATRIX lines) and NAME.targets (target and version, as the
+guest's `dmsetup targets` shows them: every record's version must be that).
+
+The expectations of a cell follow from its target, the version that target reports
+and the kernel's page size, never from which kernel it is: the stock target before
+1.30.0 takes the `stock` rules of matrix.tsv (4096 at most, the 16-bit truncation),
+at 1.30.0 or later the `stock-1.30` ones (up to the page size). A kernel of the rig
+has its stock target's version pinned by the `version` lines for its series; a
+kernel given by its build tree's path (make matrix KERNEL=PATH) reports its own."""
 
 import json
 import re
@@ -42,12 +52,24 @@ def _parse_line(line):
     }
 
 
+def _reported(path):
+    """The versions of NAME.targets: {dm target name: version}."""
+    if not path.exists():
+        raise SystemExit(f"{path}: missing (the guest's dmsetup targets versions)")
+    return dict(line.split("\t") for line in path.read_text().splitlines() if line)
+
+
 def assemble(raw_dir, out):
     records = []
     for meta in sorted(Path(raw_dir).glob("*.meta")):
         kernel, arch, page, release = meta.read_text().rstrip("\n").split("\t")
+        reported = _reported(meta.with_suffix(".targets"))
         for line in meta.with_suffix(".tsv").read_text().splitlines():
             name, cell = _parse_line(line)
+            if reported.get(name) != cell["target_version"]:
+                raise SystemExit(
+                    f"{kernel}: a record of target {name} says version {cell['target_version']}, "
+                    f"dmsetup targets {reported.get(name, 'has no such target')}")
             records.append({
                 "kernel": kernel, "arch": arch, "page_size": int(page),
                 "kernel_release": release, "target": TARGETS[name], **cell,
@@ -105,17 +127,43 @@ def table(results):
     args = [a for a in ARGS if any((k, t, a) in cells for k in kernels for t in ("stock", "lbscrypt"))]
     label = "sector_size"
     width = max(len(label), *(len(a) for a in args))
-    colw = max(len(k) for k in kernels)
+    # a tree's path heads its column by the release it booted (the lines above
+    # pair the two), so that the grid keeps to WIDTH
+    heads = {k: first.get((k, "stock"), first.get((k, "lbscrypt")))["kernel_release"]
+             if from_tree(k) else k for k in kernels}
+    colw = max(len(h) for h in heads.values())
     colw = max(colw, *(len(_cell(cells, k, a)) for k in kernels for a in args)) + 2
     per_row = max(1, (WIDTH - width) // colw)
     for start in range(0, len(kernels), per_row):
         group = kernels[start:start + per_row]
         print()
-        print(label.rjust(width) + "".join(k.rjust(colw) for k in group))
+        print(label.rjust(width) + "".join(heads[k].rjust(colw) for k in group))
         for arg in args:
             print(arg.rjust(width) + "".join(_cell(cells, k, arg).rjust(colw) for k in group))
     print()
     print(LEGEND)
+
+
+# The first version of the crypt target that takes sector sizes up to the page size.
+LARGE_SECTORS = (1, 30, 0)
+
+
+def _version(text):
+    """A target version as a tuple of numbers, () when it is not one."""
+    return tuple(int(p) for p in text.split(".")) if re.fullmatch(r"[0-9]+(\.[0-9]+)*", text) else ()
+
+
+def rules_of(rec):
+    """Which rules of matrix.tsv a record is held to: ours always to its own; the
+    stock target by the version it reports."""
+    if rec["target"] == "stock" and _version(rec["target_version"]) >= LARGE_SECTORS:
+        return "stock-1.30"
+    return rec["target"]
+
+
+def from_tree(kernel):
+    """A kernel given by its build tree's path (make matrix KERNEL=PATH), not a rig id."""
+    return kernel.startswith("/")
 
 
 def check(results, expected):
@@ -140,7 +188,7 @@ def check(results, expected):
 
     def expect(rec):
         for target, page, arg, outcome, recorded, lbs, version, err in rules:
-            if target == rec["target"] and page in ("*", str(rec["page_size"])) and arg == rec["sector_size"]:
+            if target == rules_of(rec) and page in ("*", str(rec["page_size"])) and arg == rec["sector_size"]:
                 return outcome, recorded, lbs, version, err
         return None
 
@@ -161,7 +209,7 @@ def check(results, expected):
                   f"logical_block_size={lbs}, observed outcome={observed[0]} recorded={observed[1]} "
                   f"logical_block_size={observed[2]}")
             bad.add(cell)
-        if version == "*":
+        if version == "*" and not from_tree(rec["kernel"]):
             series = re.match(r"[0-9]+[.][0-9]+", rec["kernel_release"])
             version = versions.get((rec["target"], series.group(0) if series else None), "*")
         if version != "*" and rec["target_version"] != version:

@@ -5,6 +5,9 @@
 # with it beside what lbscrypt's predict() says (Documentation/lbscrypt.rst, matrix).
 # One record per cell (read by qemu/matrix and qemu/lib/matrix.py):
 #   MATRIX <tab> <the tool's JSON record>
+# and, first, the version each target reports in `dmsetup targets`, from which
+# qemu/lib/matrix.py takes the stock target's expectations:
+#   DMTARGET <tab> <target> <tab> <version>
 # Cells where the kernel and predict() differ are reported here and kept in the
 # records ("agrees": false); `make matrix-check` fails on them.
 set -euo pipefail
@@ -20,6 +23,9 @@ modprobe dm-zero 2>/dev/null || true
 opts=()
 for target in "${targets[@]}"; do
 	opts+=(--target "$target")
+	version=$(target_version "$target")
+	[ -n "$version" ] || fail "dmsetup targets lists no '$target' target: $(dmsetup targets | tr '\n' ' ')"
+	printf 'DMTARGET\t%s\t%s\n' "$target" "${version#v}"
 done
 rc=0
 records=$(lbscrypt matrix --json "${opts[@]}") || rc=$?
