@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench.sh [--reps N] [--runtime S] [--sizes "..."] [--engine-sizes "..."]
 #          [--ciphers "cpu engine"] [--limit-ms MS]: the guest half of `make bench`
-# (qemu/bench; issue 10 section 2). Needs stock as crypt and ours as crypt_lbs
+# (qemu/bench). Needs stock as crypt and ours as crypt_lbs
 # (`--module both`), the engine (/lbs/kmod/lbs-engine.ko) and a 320 MiB ramdisk.
 #
 # For each cipher (cpu: aes-xts-plain64; engine: capi:lbs-engine-xts-aes-plain64),

@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
-# benchmark.sh: `lbscrypt benchmark` (issue 10, section 4) through the guest
+# DESCRIPTION: lbscrypt benchmark through the guest kernel's AF_ALG
+# BOOT: lbscrypt
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 120 ~20 s on arm64-64k, the engine's 20 ms a request included
+# NEEDS: tool engine
+# ORDER: 320
+#
+# benchmark.sh: `lbscrypt benchmark` through the guest
 # kernel's AF_ALG. Runs with any --module; the expected recommendation follows
 # the crypt target loaded. Checks:
 # - `--json` lists every unit size from 512 up to the page size, in order, each

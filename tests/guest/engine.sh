@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
-# engine.sh: the emulated offload engine (tests/engine/, issue 10 section 1) is a
+# DESCRIPTION: the emulated offload engine is a correct cipher, queues like a driver, fails on demand
+# BOOT: both
+# KERNELS: arm64-64k arm64-64k-7.3
+# FULL-KERNELS: all
+# LIMIT: 360 20 ms a request; ~80 s on arm64-64k
+# NEEDS: engine
+# ORDER: 150
+#
+# engine.sh: the emulated offload engine (tests/engine/) is a
 # correct cipher, queues like a driver and injects errors. Needs stock as crypt
 # and ours as crypt_lbs (`--module both`) and /lbs/kmod/lbs-engine.ko
 # (qemu/lib/build-engine). Checks:

@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# faults.sh: crypto failures lose nothing and leak nothing (issue 11, section 3,
-# "Crypto faults"). For make harden; needs ours as crypt_lbs (`--module both`) and
+# DESCRIPTION: crypto failures lose nothing and leak nothing (make harden)
+# BOOT: both
+# KERNELS: none
+# FULL-KERNELS: none
+#   qemu/harden runs it on the debug kernel
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: engine
+# ORDER: 500
+#
+# faults.sh: crypto failures lose nothing and leak nothing. For make harden; needs ours as crypt_lbs (`--module both`) and
 # the emulated engine (/lbs/kmod/lbs-engine.ko). The engine fails 10% of its
 # requests with -EIO while 128 blocks of 4096 bytes (one sector, one request
 # each: GNU dd's O_DIRECT) are written and read one at a time. The draws are

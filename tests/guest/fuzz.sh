@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# fuzz.sh CASES DMFUZZ [both|ours|stock]: the table and message fuzzer's guest side (issue 11, section 3,
-# "Table fuzzing"). Needs ours as crypt_lbs beside stock as crypt (`qemu/run KERNEL
+# fuzz.sh CASES DMFUZZ [both|ours|stock]: the table and message fuzzer's guest side. Needs ours as crypt_lbs beside stock as crypt (`qemu/run KERNEL
 # --module both`) and /dev/ram0 of the size the cases were made for. Runs every case
 # of CASES (qemu/lib/fuzz_tables.py) through DMFUZZ (tests/harden/dmfuzz.c) against
 # ours, then the same cases against stock, except those marked stock-unsafe (a key
@@ -45,7 +44,7 @@ awk -F'\t' -v OFS='\t' '
 	{ print }' "$cases" >/tmp/fuzz.stock
 
 # Two settings that make the cases cheaper without changing any verdict (the
-# budget of `make harden`, issue 11): expedited RCU grace periods (each load,
+# budget of `make harden`): expedited RCU grace periods (each load,
 # resume and remove waits for some under TCG), and no modprobe when the kernel has
 # no crypto or device-mapper modules to load (the rig's own kernels build them in;
 # dm-crypt is loaded already): every unknown cipher or target name otherwise

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
+# DESCRIPTION: no_read_workqueue, no_write_workqueue, submit_from_crypt_cpus do what dm-crypt's do
+# BOOT: both
+# KERNELS: arm64-64k arm64-4k-6.1 arm64-64k-7.3
+#   the largest sector (64K), the oldest completion API (6.1), and 7.3
+# FULL-KERNELS: all
+# LIMIT: 300 5 traced runs, then 4 runs per asynchronous cipher
+# NEEDS: engine ftrace
+# ORDER: 140
+#
 # inline.sh: the options no_read_workqueue, no_write_workqueue and
-# submit_from_crypt_cpus do what dm-crypt's do, and data stays right with each
-# (issue 10, section 3). Needs ours as crypt_lbs (`--module both`).
+# submit_from_crypt_cpus do what dm-crypt's do, and data stays right with each.
+# Needs ours as crypt_lbs (`--module both`).
 # With the CPU cipher, for each set of options at the largest sector size: fio
 # randrw with crc32c verification, errors fatal, while ftrace
 # counts the calls of the functions that only the deferred paths run, and

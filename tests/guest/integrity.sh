@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
+# DESCRIPTION: authenticated encryption writes what the in-tree target writes, 32 LUKS2 formats
+# BOOT: both
+# KERNELS: none
+#   make check runs integrity-core, 5 of its formats
+# FULL-KERNELS: all
+# LIMIT: 600 32 LUKS2 --integrity formats, each written and read by both targets
+# NEEDS: dm-integrity engine
+# ORDER: 160
+#
 # integrity.sh: authenticated encryption (integrity:<bytes>:<type>,
 # integrity_key_size, AEAD ciphers, HMAC over XTS/CBC-ESSIV) and the IV mode
-# random write what the in-tree target writes (issue 8, item 2). Needs stock as
+# random write what the in-tree target writes. Needs stock as
 # crypt and ours as crypt_lbs (`--module both`), dm-integrity and the AEAD
 # algorithms (Debian's kernel: modules, autoloaded).
 # For every combination cryptsetup 2.6.1's luks2-integrity-test formats, at 512

@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
+# DESCRIPTION: key set is all or nothing and holds no lock while a keyring key is built
+# BOOT: both
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: engine keyutils
+# ORDER: 50
+#
 # keyset.sh: "key set" is all or nothing, and no lock of the device is held while
-# the kernel looks a keyring key up (issue 22, section 4). Needs ours as crypt_lbs
+# the kernel looks a keyring key up. Needs ours as crypt_lbs
 # (`--module both`), /lbs/kmod/lbs-engine.ko (its refuse_key_byte stands for a
 # driver that refuses a weak key) and keyutils' request-key. Checks, on ours:
 # - a key the cipher refuses: "key set" fails, the table still shows the old key,

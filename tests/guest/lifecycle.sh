@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# lifecycle.sh: the device's life under load (issue 11, section 3, "Lifecycle
-# under load"). For make harden; needs ours as crypt_lbs (`--module both`).
+# DESCRIPTION: suspend, key cycles, remove and reload under load (make harden)
+# BOOT: both
+# KERNELS: none
+# FULL-KERNELS: none
+#   qemu/harden runs it on the debug kernel
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: none
+# ORDER: 500
+#
+# lifecycle.sh: the device's life under load. For make harden; needs ours as crypt_lbs (`--module both`).
 # - suspend, key wipe, key set, resume, over and over while fio writes and
 #   verifies: fio sees no error and the data verifies;
 # - dmsetup remove of an open device: EBUSY, the device and its data stay;

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # schedtrace.sh [--runtime S] [--job JOB] [--reps N] VARIANT...: where the time
-# of a fio job goes, target against target (issue 22, section 5: find why
-# random writes at a large sector are slower than stock's at 4096). Not a
+# of a fio job goes, target against target (find why random writes at a large sector are slower than stock's at 4096). Not a
 # test: a measurement for qemu/lib/schedtrace.py.
 #
 # VARIANT is TARGET:SECTOR_SIZE[:inline], TARGET crypt (stock) or crypt_lbs
