@@ -5,7 +5,7 @@
 # ours, then the same cases against stock, except those marked stock-unsafe (a key
 # size above 16384 makes stock try the allocation and WARN), with sector sizes
 # above 4096 lowered to 4096 for stock (see below). Prints dmfuzz's CASE
-# lines and, at the end, one line `FUZZ-SUMMARY {json}`; qemu/lib/fuzz_judge.py
+# lines and, at the end, one line `FUZZ-SUMMARY {json}`; tests/harden/fuzz_judge.py
 # judges them. "ours" or "stock" runs one pass only (make harden runs ours on the
 # debug kernel and stock on the same source's plain build: stock's answers do not
 # depend on debug options, and the debug kernel's time is better spent on ours).

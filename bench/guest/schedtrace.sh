@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # schedtrace.sh [--runtime S] [--job JOB] [--reps N] VARIANT...: where the time
 # of a fio job goes, target against target (find why random writes at a large sector are slower than stock's at 4096). Not a
-# test: a measurement for qemu/lib/schedtrace.py.
+# test: a measurement for bench/schedtrace.py.
 #
 # VARIANT is TARGET:SECTOR_SIZE[:inline], TARGET crypt (stock) or crypt_lbs
 # (ours; `qemu/run --module both`); inline adds no_read_workqueue
@@ -13,7 +13,7 @@
 # then the trace's lines as "SCHED-TRACE <variant> <rep> <line>".
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../../tests/guest/lib.sh"
 
 runtime=3 job=randwrite reps=1
 while [ $# -gt 0 ]; do

@@ -13,7 +13,7 @@
 # boot: the raw ramdisk per job (N runs), and per unit size the software
 # xts(aes) and the engine driven directly from inside the kernel
 # (/sys/kernel/lbs_engine/measure), encryption and decryption. Prints records
-# for the host (qemu/lib/bench.py reads them; MiB/s):
+# for the host (bench/bench.py reads them; MiB/s):
 #   BENCH-PLAN <steps>
 #   BENCH-INFO <key> <value...>
 #   BENCH-RUN <step> <target> <cipher> <flags|-> <sector_size> <job> <rep> <mibps> <cpu_ms_per_mib>
@@ -25,7 +25,7 @@
 # A measurement that fails stops the run with a FAIL line saying which.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../../tests/guest/lib.sh"
 
 reps=5 runtime=3 limit_ms=1000 ciphers="cpu engine"
 sizes="512 4096 $(page_size)"

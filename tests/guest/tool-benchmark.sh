@@ -7,7 +7,7 @@
 # NEEDS: tool engine
 # ORDER: 320
 #
-# benchmark.sh: `lbscrypt benchmark` through the guest
+# tool-benchmark.sh: `lbscrypt benchmark` through the guest
 # kernel's AF_ALG. Runs with any --module; the expected recommendation follows
 # the crypt target loaded. Checks:
 # - `--json` lists every unit size from 512 up to the page size, in order, each
