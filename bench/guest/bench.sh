@@ -47,7 +47,7 @@ sizes=$(sorted_words "$sizes")
 engine_sizes=$(sorted_words "$engine_sizes")
 
 jobs="seqread seqwrite randread randwrite"
-ko=/lbs/kmod/lbs-engine.ko
+ko=$LBS_ENGINE_KO
 sysd=/sys/kernel/lbs_engine
 spec_engine=capi:lbs-engine-xts-aes-plain64
 region=$((64 << 11))	# 64 MiB in 512-byte sectors
@@ -62,8 +62,8 @@ regions=$(($(wc -w <<<"$variants_all") + 1))	# one per variant, and the raw ramd
 	fail "the ramdisk is smaller than $((regions * 64)) MiB (qemu/run --ramdisk $((regions * 64)))"
 [ -f "$ko" ] || fail "no $ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
 [ -n "$(target_version crypt_lbs)" ] || fail "ours is not loaded as crypt_lbs (qemu/run --module both)"
-insmod "$ko" || fail "insmod $ko failed: $(dmesg | tail -n 3)"
-on_exit rmmod lbs_engine
+# shellcheck disable=SC2119 # the engine with its default parameters
+load_engine
 # the engine's channel threads, started at load (their CPU time is not the host's)
 engine_stats=()
 for f in /proc/[0-9]*/stat; do

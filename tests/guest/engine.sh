@@ -33,7 +33,7 @@ set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-ko=/lbs/kmod/lbs-engine.ko
+ko=$LBS_ENGINE_KO
 drv='lbs-engine-xts-aes'
 spec=capi:$drv-plain64
 sysd=/sys/kernel/lbs_engine
@@ -47,19 +47,10 @@ log=/tmp/engine-fio.log
 
 [ -f "$ko" ] || fail "no $ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
 
-unload_engine() {
-	[ ! -d /sys/module/lbs_engine ] || rmmod lbs_engine
-}
-# load_engine PARAM=VALUE...: (re)load the engine with these parameters
-load_engine() {
-	unload_engine || fail "rmmod lbs_engine failed (still in use?)"
-	insmod "$ko" "$@" || fail "insmod lbs-engine.ko $*: refused; dmesg: $(dmesg | tail -n 3)"
-}
 # counter NAME: one counter of the engine
 counter() {
 	awk -v n="$1" '$1 == n { print $2 }' "$sysd/stats"
 }
-on_exit unload_engine
 on_exit dm_remove lbs-eng
 on_exit dm_remove lbs-cpu
 

@@ -25,7 +25,6 @@ set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-ko=/lbs/kmod/lbs-engine.ko
 spec=capi:lbs-engine-xts-aes-plain64
 key=$(test_key 64)
 dev=/dev/ram0
@@ -33,10 +32,8 @@ blocks=128	# 4 KiB blocks, one engine request each
 bs=4096
 on_exit dm_remove lbs-ft
 on_exit rm -rf /tmp/ft.parts
-on_exit sh -c "[ ! -d /sys/module/lbs_engine ] || rmmod lbs_engine"
 
-[ -f "$ko" ] || fail "no $ko (qemu/lib/build-engine)"
-insmod "$ko" latency_us=50 || fail "insmod $ko failed"
+load_engine latency_us=50
 rate=/sys/module/lbs_engine/parameters/error_rate_ppm
 [ -w "$rate" ] || fail "the engine has no writable error_rate_ppm"
 stats=/sys/kernel/lbs_engine/stats

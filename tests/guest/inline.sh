@@ -33,9 +33,7 @@ dev=/dev/ram0
 key=$(test_key 64)
 len=$((8 << 11))	# 8 MiB
 tr=/sys/kernel/tracing
-engine_ko=/lbs/kmod/lbs-engine.ko
 on_exit dm_remove lbs-in
-on_exit sh -c "[ ! -d /sys/module/lbs_engine ] || rmmod lbs_engine"
 on_exit sh -c "echo nop >$tr/current_tracer; echo >$tr/set_ftrace_filter"
 
 [ -d "$tr/events" ] || mount -t tracefs nodev "$tr" 2>/dev/null || true
@@ -114,11 +112,8 @@ if [ -n "$cryptd" ]; then
 else
 	printf 'LBS-SKIP inline: cryptd(xts): the kernel has no cryptd (CONFIG_CRYPTO_CRYPTD)\n'
 fi
-if [ -f "$engine_ko" ] && insmod "$engine_ko" queue_depth=2 channels=1 latency_us=200; then
-	ciphers+=("capi:lbs-engine-xts-aes-plain64")
-else
-	fail "the emulated engine $engine_ko is missing or does not load (qemu/lib/build-engine)"
-fi
+load_engine queue_depth=2 channels=1 latency_us=200
+ciphers+=("capi:lbs-engine-xts-aes-plain64")
 dmesg -c >/dev/null
 # the default placement of the async case is the engine test's and fio's; here the
 # options, and 512 (many small requests, the backlog hit in the completion) once

@@ -43,7 +43,6 @@ name="lbs-luks"
 bytes=$((256 << 10))
 key=/tmp/int.key
 head -c 32 /dev/urandom >"$key"
-on_exit rmmod lbs_engine
 on_exit dm_remove lbs-bad
 on_exit dm_remove lbs-int
 on_exit cryptsetup close "$name"
@@ -238,10 +237,7 @@ CASES
 # AEAD requests that complete later, in the engine's context, tag checks included.
 # Stock's table (software xts(aes)) reads what ours writes through the engine,
 # and the reverse; fio verifies with many I/Os in flight; a changed sector fails.
-engine_ko=/lbs/kmod/lbs-engine.ko
-[ -f "$engine_ko" ] || fail "no $engine_ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
-insmod "$engine_ko" channels=2 queue_depth=2 latency_us=200 ||
-	fail "insmod lbs-engine.ko: refused; dmesg: $(dmesg | tail -n 3)"
+load_engine channels=2 queue_depth=2 latency_us=200
 engine_counter() { awk -v n="$1" '$1 == n { print $2 }' /sys/kernel/lbs_engine/stats; }
 what="authenc(hmac(sha256),<engine xts(aes)>)-random, 4096"
 format aes-xts-random hmac-sha256 512 4096 || fail "$what: cryptsetup luksFormat (stock) failed: $(cat /tmp/int.fmt)"
@@ -295,7 +291,7 @@ dmesg | grep -q "crypt-lbs: .*integrity tag mismatch at sector 8" ||
 dd if="$ours" of=/dev/null bs=4096 count=1 iflag=direct status=none || fail "$what: ours fails block 0 beside the bad one"
 dm_remove lbs-int
 cryptsetup close "$name"
-rmmod lbs_engine
+unload_engine
 ok "$what: cross-read with stock's software table both ways; fio verified, $backlogged requests backlogged; a changed sector fails with EILSEQ and is logged"
 
 # --- refusals: EINVAL with a ti->error on ours ---

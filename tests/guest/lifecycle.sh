@@ -25,10 +25,6 @@ dev=/dev/ram0
 key=$(test_key 64)
 len=$((16 << 11))	# 16 MiB
 on_exit dm_remove lbs-lc
-fio_pid=""
-stop_fio() {
-	[ -z "$fio_pid" ] || kill "$fio_pid" 2>/dev/null || true
-}
 on_exit stop_fio
 
 dmsetup create lbs-lc --table "0 $len crypt_lbs aes-xts-plain64 $key 0 $dev 0 1 sector_size:4096"

@@ -26,7 +26,7 @@ set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-ko=/lbs/kmod/lbs-engine.ko
+ko=$LBS_ENGINE_KO
 drv='lbs-engine-xts-aes'
 sysd=/sys/kernel/lbs_engine
 out=/tmp/benchmark.json
@@ -97,8 +97,8 @@ ok "aes-cbc-lmk is refused with one line, exit 1"
 deps=$(modinfo -F depends "$ko" | tr ',' ' ')
 # shellcheck disable=SC2086 # a list of module names
 [ -z "$deps" ] || modprobe -a $deps
-on_exit rmmod lbs_engine
-insmod "$ko" || fail "insmod $ko refused; dmesg: $(dmesg | tail -n 3)"
+# shellcheck disable=SC2119 # the engine with its default parameters
+load_engine
 completed() { awk '$1 == "completed" { print $2 }' "$sysd/stats"; }
 # the kernel's self-test of the new algorithm goes through the engine too: wait
 # until /proc/crypto says it passed (the registered entry, not a larval's) and

@@ -141,11 +141,7 @@ for ss in $(printf '4096\n%s\n' "$(bound)" | sort -un); do
 done
 
 # an asynchronous cipher: the engine, fast
-ko=/lbs/kmod/lbs-engine.ko
-[ -f "$ko" ] || fail "no $ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
-[ -d /sys/module/lbs_engine ] || insmod "$ko" latency_us=200 ||
-	fail "insmod lbs-engine.ko refused; dmesg: $(dmesg | tail -n 3)"
-on_exit rmmod lbs_engine
+load_engine latency_us=200
 for t in crypt_lbs crypt; do
 	zbd_fio "$t" 4096 capi:lbs-engine-xts-aes-plain64 8
 done
