@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# DESCRIPTION: the guest half of make bench (qemu/bench): throughput and CPU per MiB
+#
 # bench.sh [--reps N] [--runtime S] [--sizes "..."] [--engine-sizes "..."]
 #          [--ciphers "cpu engine"] [--limit-ms MS]: the guest half of `make bench`
 # (qemu/bench). Needs stock as crypt and ours as crypt_lbs

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# DESCRIPTION: where a fio job's time goes, traced (bench/schedtrace.py reads it)
+#
 # schedtrace.sh [--runtime S] [--job JOB] [--reps N] VARIANT...: where the time
 # of a fio job goes, target against target (find why random writes at a large sector are slower than stock's at 4096). Not a
 # test: a measurement for bench/schedtrace.py.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# DESCRIPTION: the table and message fuzzer's guest side (qemu/lib/fuzz-run: make harden, make fuzz-check)
+#
 # fuzz.sh CASES DMFUZZ [both|ours|stock]: the table and message fuzzer's guest side. Needs ours as crypt_lbs beside stock as crypt (`qemu/run KERNEL
 # --module both`) and /dev/ram0 of the size the cases were made for. Runs every case
 # of CASES (qemu/lib/fuzz_tables.py) through DMFUZZ (tests/harden/dmfuzz.c) against
