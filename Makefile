@@ -107,7 +107,7 @@ matrix-check: matrix
 	@python3 qemu/lib/matrix.py check $(BUILD)/matrix/results.json tests/expected/matrix.tsv
 
 rig-test: kernels
-	@tests/rig-test
+	@tests/qemu-run-test
 
 guest-test: kmod engine $(GUEST_TOOLS)
 	@tests/run-guest-tests $(KERNELS)
@@ -158,8 +158,8 @@ tools-fuzz: tools-asan-build
 		--json $(BUILD)/argfuzz.json
 
 SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init qemu/rootfs/systemd/lbs-command \
-	$(wildcard tests/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/rig-test tests/fetch-check \
-		tests/rig-host-test tests/matrix-tree-check tests/dkms-check tests/deb-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
+	$(wildcard tests/guest/*.sh bench/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/qemu-run-test tests/fetch-check \
+		tests/rig-helpers-test tests/matrix-tree-check tests/dkms-check tests/deb-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
 		tools/cmake/manpage.sh tools/initramfs/hook tools/initramfs/local-top) .ci/run
 
 lint-shell:
@@ -177,7 +177,7 @@ fetch-check: deps
 # table's generator and check on made-up tears (tests/torn/torn_table_test.py);
 # the mainline reference's anchored edits and judge (tests/reference/mainline_test.py).
 rig-host-test: deps
-	@tests/rig-host-test
+	@tests/rig-helpers-test
 	@python3 tests/torn/torn_table_test.py
 	@python3 tests/reference/mainline_test.py
 

@@ -11,7 +11,7 @@ Writes one case a line, tab-separated (the format dmfuzz reads):
 capi: cipher specs, IV modes, key sizes and forms, keycount, iv_offset, device,
 offset, the optional parameters), the rest mutations of valid tables by grammar;
 then --messages message cases (default count/10) on a valid table, suspended or
-not. KIND says what was made (the judge, qemu/lib/fuzz_judge.py, reads it). FLAGS:
+not. KIND says what was made (the judge, tests/harden/fuzz_judge.py, reads it). FLAGS:
 "stock-unsafe" (never feed it to the in-tree dm-crypt: a key size above 16384
 makes it try the allocation and WARN), "ss>4096" (a sector size the in-tree
 target cannot take), or "-". The same seed and arguments give the same file.

@@ -1,5 +1,14 @@
 #!/usr/bin/env bash
-# atomic.sh: atomic writes through the target (issue 22, section 3), stock beside
+# DESCRIPTION: atomic writes through stock and ours
+# BOOT: both
+# KERNELS: arm64-64k amd64-4k arm64-64k-7.3
+#   where the kernel has scsi_debug or the host builds it
+# FULL-KERNELS: all
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: scsi_debug
+# ORDER: 180
+#
+# atomic.sh: atomic writes through the target, stock beside
 # ours in one boot. Needs stock as crypt and ours as crypt_lbs (`--module both`),
 # scsi_debug (atomic_wr=1) and /lbs/bin/atomic_pwrite (tests/guest/bin). Where dm
 # core has no atomic writes (before 6.14) both mappings must announce none, and

@@ -1,5 +1,14 @@
 #!/usr/bin/env bash
-# atomicsec.sh: sectors that cannot tear (issue 24, section 2). Where the kernel
+# DESCRIPTION: ours writes whole sectors atomically where the disk can
+# BOOT: both
+# KERNELS: all -arm64-4k-6.1
+#   every kernel with atomic writes (6.11 on): 6.12 and 7.3
+# FULL-KERNELS: all
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: scsi_debug tool
+# ORDER: 190
+#
+# atomicsec.sh: sectors that cannot tear. Where the kernel
 # has atomic writes (6.11 on) and the disk writes a whole encryption sector
 # atomically, ours sends every write down as atomic writes of whole sectors
 # (kmod/atomic.c). Counted at the disk: scsi_debug (atomic_wr=1, 1 MiB atomic

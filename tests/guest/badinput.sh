@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
-# badinput.sh: bad tables and messages are refused, nothing is lost (issue 3,
-# "Verified in the rig" item 7, first half). Needs ours as crypt_lbs (`--module
+# DESCRIPTION: bad tables and messages are refused, nothing is lost
+# BOOT: both
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 180 many cases, many process starts
+# NEEDS: none
+# ORDER: 30
+#
+# badinput.sh: bad tables and messages are refused, nothing is lost. Needs ours as crypt_lbs (`--module
 # both`). Each bad table: dmsetup fails with EINVAL, the kernel logs a non-empty
 # ti->error, no device is left. `key wipe` / `key set` on an active mapping:
 # refused, and the data still reads back afterwards; while suspended a bad key is

@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
-# compat.sh: dm-crypt-lbs is byte-compatible with the stock dm_crypt (issue 3,
-# "Verified in the rig" item 2). Needs `--module both` (stock as crypt, ours as
+# DESCRIPTION: byte compatibility with the stock dm_crypt, every cipher, both ways
+# BOOT: both
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 180 many cases, many process starts
+# NEEDS: none
+# ORDER: 10
+#
+# compat.sh: dm-crypt-lbs is byte-compatible with the stock dm_crypt. Needs `--module both` (stock as crypt, ours as
 # crypt_lbs).
 #
 # Cases: each cipher x sector_size {512, 4096} x {with, without iv_large_sectors}

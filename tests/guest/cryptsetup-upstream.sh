@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# DESCRIPTION: cryptsetup's own test scripts in the guest (the guest half of make cryptsetup-tests)
+#
 # cryptsetup-upstream.sh TARBALL [--subset] TEST...: cryptsetup's own test scripts
 # (Debian's cryptsetup source, tests/; packed by qemu/lib/cryptsetup-src) against
 # the guest's cryptsetup and whichever target serves `crypt` in this boot

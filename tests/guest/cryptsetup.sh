@@ -1,4 +1,12 @@
 #!/usr/bin/env bash
+# DESCRIPTION: Debian's cryptsetup drives ours loaded as crypt
+# BOOT: lbscrypt
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: none
+# ORDER: 300
+#
 # cryptsetup.sh: Debian's cryptsetup drives dm-crypt-lbs loaded as `crypt` (issue
 # 3, "Verified in the rig" items 1 and 6). Needs `--module lbscrypt`.
 # `dmsetup targets` shows crypt v1.30.0. `cryptsetup open --type plain` (key file,

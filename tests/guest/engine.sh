@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
-# engine.sh: the emulated offload engine (tests/engine/, issue 10 section 1) is a
+# DESCRIPTION: the emulated offload engine is a correct cipher, queues like a driver, fails on demand
+# BOOT: both
+# KERNELS: arm64-64k arm64-64k-7.3
+# FULL-KERNELS: all
+# LIMIT: 360 20 ms a request; ~80 s on arm64-64k
+# NEEDS: engine
+# ORDER: 150
+#
+# engine.sh: the emulated offload engine (tests/engine/) is a
 # correct cipher, queues like a driver and injects errors. Needs stock as crypt
 # and ours as crypt_lbs (`--module both`) and /lbs/kmod/lbs-engine.ko
 # (qemu/lib/build-engine). Checks:
@@ -25,7 +33,7 @@ set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-ko=/lbs/kmod/lbs-engine.ko
+ko=$LBS_ENGINE_KO
 drv='lbs-engine-xts-aes'
 spec=capi:$drv-plain64
 sysd=/sys/kernel/lbs_engine
@@ -39,19 +47,10 @@ log=/tmp/engine-fio.log
 
 [ -f "$ko" ] || fail "no $ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
 
-unload_engine() {
-	[ ! -d /sys/module/lbs_engine ] || rmmod lbs_engine
-}
-# load_engine PARAM=VALUE...: (re)load the engine with these parameters
-load_engine() {
-	unload_engine || fail "rmmod lbs_engine failed (still in use?)"
-	insmod "$ko" "$@" || fail "insmod lbs-engine.ko $*: refused; dmesg: $(dmesg | tail -n 3)"
-}
 # counter NAME: one counter of the engine
 counter() {
 	awk -v n="$1" '$1 == n { print $2 }' "$sysd/stats"
 }
-on_exit unload_engine
 on_exit dm_remove lbs-eng
 on_exit dm_remove lbs-cpu
 

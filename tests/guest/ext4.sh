@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
-# ext4.sh: a file system on dm-crypt-lbs (issue 3, "Verified in the rig" item 5).
+# DESCRIPTION: ext4 with blocks of the page size survives unmount, reload and e2fsck
+# BOOT: both
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: none
+# ORDER: 100
+#
+# ext4.sh: a file system on dm-crypt-lbs.
 # Needs ours as crypt_lbs (`--module both`). ext4 with block size = page size (ext4
 # allows up to PAGE_SIZE) on a mapping whose sector size is the largest this
 # kernel allows, and on one of 4096 (and 512 on 4K kernels): files written,

@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# faults.sh: crypto failures lose nothing and leak nothing (issue 11, section 3,
-# "Crypto faults"). For make harden; needs ours as crypt_lbs (`--module both`) and
+# DESCRIPTION: crypto failures lose nothing and leak nothing (make harden)
+# BOOT: both
+# KERNELS: none
+# FULL-KERNELS: none
+#   qemu/harden runs it on the debug kernel
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: engine
+# ORDER: 500
+#
+# faults.sh: crypto failures lose nothing and leak nothing. For make harden; needs ours as crypt_lbs (`--module both`) and
 # the emulated engine (/lbs/kmod/lbs-engine.ko). The engine fails 10% of its
 # requests with -EIO while 128 blocks of 4096 bytes (one sector, one request
 # each: GNU dd's O_DIRECT) are written and read one at a time. The draws are
@@ -17,7 +25,6 @@ set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-ko=/lbs/kmod/lbs-engine.ko
 spec=capi:lbs-engine-xts-aes-plain64
 key=$(test_key 64)
 dev=/dev/ram0
@@ -25,10 +32,8 @@ blocks=128	# 4 KiB blocks, one engine request each
 bs=4096
 on_exit dm_remove lbs-ft
 on_exit rm -rf /tmp/ft.parts
-on_exit sh -c "[ ! -d /sys/module/lbs_engine ] || rmmod lbs_engine"
 
-[ -f "$ko" ] || fail "no $ko (qemu/lib/build-engine)"
-insmod "$ko" latency_us=50 || fail "insmod $ko failed"
+load_engine latency_us=50
 rate=/sys/module/lbs_engine/parameters/error_rate_ppm
 [ -w "$rate" ] || fail "the engine has no writable error_rate_ppm"
 stats=/sys/kernel/lbs_engine/stats

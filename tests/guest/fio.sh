@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
+# DESCRIPTION: fio verifies concurrent direct I/O at every sector size, after a reload too
+# BOOT: both
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 300 two jobs per sector size, twice
+# NEEDS: none
+# ORDER: 90
+#
 # fio.sh: data integrity under concurrent direct I/O at every sector size this
-# kernel accepts (issue 3, "Verified in the rig" item 4). Needs ours as crypt_lbs
+# kernel accepts. Needs ours as crypt_lbs
 # (`--module both`). Per size: fio randrw, bs = sector size, O_DIRECT, libaio,
 # iodepth 4, 2 jobs on disjoint regions (128 I/Os each, 64 KiB to 1 MiB), crc32c verification with
 # verify_fatal; then a second, verify-only pass of the same workload after the

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# fuzz.sh CASES DMFUZZ [both|ours|stock]: the table and message fuzzer's guest side (issue 11, section 3,
-# "Table fuzzing"). Needs ours as crypt_lbs beside stock as crypt (`qemu/run KERNEL
+# DESCRIPTION: the table and message fuzzer's guest side (qemu/lib/fuzz-run: make harden, make fuzz-check)
+#
+# fuzz.sh CASES DMFUZZ [both|ours|stock]: the table and message fuzzer's guest side. Needs ours as crypt_lbs beside stock as crypt (`qemu/run KERNEL
 # --module both`) and /dev/ram0 of the size the cases were made for. Runs every case
 # of CASES (qemu/lib/fuzz_tables.py) through DMFUZZ (tests/harden/dmfuzz.c) against
 # ours, then the same cases against stock, except those marked stock-unsafe (a key
 # size above 16384 makes stock try the allocation and WARN), with sector sizes
 # above 4096 lowered to 4096 for stock (see below). Prints dmfuzz's CASE
-# lines and, at the end, one line `FUZZ-SUMMARY {json}`; qemu/lib/fuzz_judge.py
+# lines and, at the end, one line `FUZZ-SUMMARY {json}`; tests/harden/fuzz_judge.py
 # judges them. "ours" or "stock" runs one pass only (make harden runs ours on the
 # debug kernel and stock on the same source's plain build: stock's answers do not
 # depend on debug options, and the debug kernel's time is better spent on ours).
@@ -45,7 +46,7 @@ awk -F'\t' -v OFS='\t' '
 	{ print }' "$cases" >/tmp/fuzz.stock
 
 # Two settings that make the cases cheaper without changing any verdict (the
-# budget of `make harden`, issue 11): expedited RCU grace periods (each load,
+# budget of `make harden`): expedited RCU grace periods (each load,
 # resume and remove waits for some under TCG), and no modprobe when the kernel has
 # no crypto or device-mapper modules to load (the rig's own kernels build them in;
 # dm-crypt is loaded already): every unknown cipher or target name otherwise

@@ -1,4 +1,6 @@
 #!/bin/bash
+# DESCRIPTION: the second boot of tests/handover-check: mainline's 1.30.0 reads them
+#
 # handover-boot.sh TOKEN SUMS: the second boot of tests/handover-check: Debian's
 # systemd as PID 1 (qemu/run --init systemd --module none), dm-crypt-lbs not
 # installed, the kernel's dm-crypt.ko replaced by mainline's 1.30.0 stand-in

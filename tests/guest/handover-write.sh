@@ -1,4 +1,6 @@
 #!/bin/bash
+# DESCRIPTION: the first boot of tests/handover-check: volumes written by dm-crypt-lbs
+#
 # handover-write.sh TOKEN: the first boot of tests/handover-check, on the rig's
 # init with dm-crypt-lbs as crypt (qemu/run --module lbscrypt), two virtio disks
 # of serials lbsone and lbstwo (found by /sys/block/vdX/serial: there is no udev

@@ -1,5 +1,15 @@
 #!/usr/bin/env bash
-# hardening.sh: the regression tests of the hardening fixes (issue 11, section 1).
+# DESCRIPTION: the regression tests of the hardening fixes
+# BOOT: both
+# KERNELS: arm64-64k amd64-4k
+#   arm64-64k has lrw, whose odd request size found an alignment oops on
+#   Debian's arm64 kernel (any arm64 traps it); amd64-4k the 4K pages
+# FULL-KERNELS: all
+# LIMIT: 480 37 cipher cases, fio under a bounce bound, a race
+# NEEDS: null_blk cryptd
+# ORDER: 130
+#
+# hardening.sh: the regression tests of the hardening fixes.
 # Needs ours as crypt_lbs beside stock (`--module both`).
 #  1. IV modes: every chaining mode (ecb cbc xts ctr lrw) x IV mode (none included) in capi: form, and the
 #     legacy form without an IV mode, on stock and ours. Where both load, a write

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
+# DESCRIPTION: no_read_workqueue, no_write_workqueue, submit_from_crypt_cpus do what dm-crypt's do
+# BOOT: both
+# KERNELS: arm64-64k arm64-4k-6.1 arm64-64k-7.3
+#   the largest sector (64K), the oldest completion API (6.1), and 7.3
+# FULL-KERNELS: all
+# LIMIT: 300 5 traced runs, then 4 runs per asynchronous cipher
+# NEEDS: engine ftrace
+# ORDER: 140
+#
 # inline.sh: the options no_read_workqueue, no_write_workqueue and
-# submit_from_crypt_cpus do what dm-crypt's do, and data stays right with each
-# (issue 10, section 3). Needs ours as crypt_lbs (`--module both`).
+# submit_from_crypt_cpus do what dm-crypt's do, and data stays right with each.
+# Needs ours as crypt_lbs (`--module both`).
 # With the CPU cipher, for each set of options at the largest sector size: fio
 # randrw with crc32c verification, errors fatal, while ftrace
 # counts the calls of the functions that only the deferred paths run, and
@@ -24,9 +33,7 @@ dev=/dev/ram0
 key=$(test_key 64)
 len=$((8 << 11))	# 8 MiB
 tr=/sys/kernel/tracing
-engine_ko=/lbs/kmod/lbs-engine.ko
 on_exit dm_remove lbs-in
-on_exit sh -c "[ ! -d /sys/module/lbs_engine ] || rmmod lbs_engine"
 on_exit sh -c "echo nop >$tr/current_tracer; echo >$tr/set_ftrace_filter"
 
 [ -d "$tr/events" ] || mount -t tracefs nodev "$tr" 2>/dev/null || true
@@ -105,11 +112,8 @@ if [ -n "$cryptd" ]; then
 else
 	printf 'LBS-SKIP inline: cryptd(xts): the kernel has no cryptd (CONFIG_CRYPTO_CRYPTD)\n'
 fi
-if [ -f "$engine_ko" ] && insmod "$engine_ko" queue_depth=2 channels=1 latency_us=200; then
-	ciphers+=("capi:lbs-engine-xts-aes-plain64")
-else
-	fail "the emulated engine $engine_ko is missing or does not load (qemu/lib/build-engine)"
-fi
+load_engine queue_depth=2 channels=1 latency_us=200
+ciphers+=("capi:lbs-engine-xts-aes-plain64")
 dmesg -c >/dev/null
 # the default placement of the async case is the engine test's and fio's; here the
 # options, and 512 (many small requests, the backlog hit in the completion) once

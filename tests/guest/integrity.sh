@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
+# DESCRIPTION: authenticated encryption writes what the in-tree target writes, 32 LUKS2 formats
+# BOOT: both
+# KERNELS: none
+#   make check runs integrity-core, 5 of its formats
+# FULL-KERNELS: all
+# LIMIT: 600 32 LUKS2 --integrity formats, each written and read by both targets
+# NEEDS: dm-integrity engine
+# ORDER: 160
+#
 # integrity.sh: authenticated encryption (integrity:<bytes>:<type>,
 # integrity_key_size, AEAD ciphers, HMAC over XTS/CBC-ESSIV) and the IV mode
-# random write what the in-tree target writes (issue 8, item 2). Needs stock as
+# random write what the in-tree target writes. Needs stock as
 # crypt and ours as crypt_lbs (`--module both`), dm-integrity and the AEAD
 # algorithms (Debian's kernel: modules, autoloaded).
 # For every combination cryptsetup 2.6.1's luks2-integrity-test formats, at 512
@@ -34,7 +43,6 @@ name="lbs-luks"
 bytes=$((256 << 10))
 key=/tmp/int.key
 head -c 32 /dev/urandom >"$key"
-on_exit rmmod lbs_engine
 on_exit dm_remove lbs-bad
 on_exit dm_remove lbs-int
 on_exit cryptsetup close "$name"
@@ -229,10 +237,7 @@ CASES
 # AEAD requests that complete later, in the engine's context, tag checks included.
 # Stock's table (software xts(aes)) reads what ours writes through the engine,
 # and the reverse; fio verifies with many I/Os in flight; a changed sector fails.
-engine_ko=/lbs/kmod/lbs-engine.ko
-[ -f "$engine_ko" ] || fail "no $engine_ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
-insmod "$engine_ko" channels=2 queue_depth=2 latency_us=200 ||
-	fail "insmod lbs-engine.ko: refused; dmesg: $(dmesg | tail -n 3)"
+load_engine channels=2 queue_depth=2 latency_us=200
 engine_counter() { awk -v n="$1" '$1 == n { print $2 }' /sys/kernel/lbs_engine/stats; }
 what="authenc(hmac(sha256),<engine xts(aes)>)-random, 4096"
 format aes-xts-random hmac-sha256 512 4096 || fail "$what: cryptsetup luksFormat (stock) failed: $(cat /tmp/int.fmt)"
@@ -286,7 +291,7 @@ dmesg | grep -q "crypt-lbs: .*integrity tag mismatch at sector 8" ||
 dd if="$ours" of=/dev/null bs=4096 count=1 iflag=direct status=none || fail "$what: ours fails block 0 beside the bad one"
 dm_remove lbs-int
 cryptsetup close "$name"
-rmmod lbs_engine
+unload_engine
 ok "$what: cross-read with stock's software table both ways; fio verified, $backlogged requests backlogged; a changed sector fails with EILSEQ and is logged"
 
 # --- refusals: EINVAL with a ti->error on ours ---

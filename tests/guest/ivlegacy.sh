@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
+# DESCRIPTION: lmk, tcw and elephant write what the in-tree target writes
+# BOOT: both
+# KERNELS: amd64-4k arm64-64k-7.3
+#   lmk's MD5 through the shash state on 6.x (amd64-4k: a third of arm64-4k's
+#   time under TCG); on 7.3 lmk's MD5 is a library
+# FULL-KERNELS: all
+# LIMIT: 600 13 tables written and read by both targets; elephant up to the page size
+# NEEDS: none
+# ORDER: 145
+#
 # ivlegacy.sh: the IV modes lmk (loop-AES), tcw (TrueCrypt CBC) and elephant
-# (BitLocker's AES-CBC + diffuser) write what the in-tree target writes (issue 8).
+# (BitLocker's AES-CBC + diffuser) write what the in-tree target writes.
 # Needs stock as crypt and ours as crypt_lbs (`--module both`). For each table:
 # data written through stock reads back through ours, data written through ours
 # reads back through stock, and the ciphertext on the ramdisk is byte for byte

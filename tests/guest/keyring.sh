@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# keyring.sh: keys from the kernel keyring, ":<key_size>:<logon|user>:<description>"
-# (issue 3, "The table"). Needs ours as crypt_lbs beside stock (`--module both`).
+# DESCRIPTION: keys from the kernel keyring write what hex keys write, and never show
+# BOOT: both
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: keyutils
+# ORDER: 40
+#
+# keyring.sh: keys from the kernel keyring, ":<key_size>:<logon|user>:<description>".
+# Needs ours as crypt_lbs beside stock (`--module both`).
 # For logon and user keys: ours, given the key by reference, writes the same
 # ciphertext as stock given the same bytes in hex; the table shows the reference,
 # never the key, with and without --showkeys; a reference to a key that does not

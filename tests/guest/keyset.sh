@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
+# DESCRIPTION: key set is all or nothing and holds no lock while a keyring key is built
+# BOOT: both
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: engine keyutils
+# ORDER: 50
+#
 # keyset.sh: "key set" is all or nothing, and no lock of the device is held while
-# the kernel looks a keyring key up (issue 22, section 4). Needs ours as crypt_lbs
+# the kernel looks a keyring key up. Needs ours as crypt_lbs
 # (`--module both`), /lbs/kmod/lbs-engine.ko (its refuse_key_byte stands for a
 # driver that refuses a weak key) and keyutils' request-key. Checks, on ours:
 # - a key the cipher refuses: "key set" fails, the table still shows the old key,
@@ -17,7 +25,6 @@ set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-ko=/lbs/kmod/lbs-engine.ko
 params=/sys/module/lbs_engine/parameters
 dev=/dev/ram0
 bytes=$((1 << 20))
@@ -25,15 +32,9 @@ len=$((bytes / 512))
 key=$(test_key 64)
 bad=ab${key:2}	# first byte 0xab: refused once refuse_key_byte=171
 name="lbs-ks"
-[ -f "$ko" ] || fail "no $ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
 command -v keyctl >/dev/null || fail "keyctl is missing from the guest (qemu/rootfs/packages: keyutils)"
 
-unload_engine() {
-	[ ! -d /sys/module/lbs_engine ] || rmmod lbs_engine
-}
-[ -d /sys/module/lbs_engine ] || insmod "$ko" latency_us=0 ||
-	fail "insmod lbs-engine.ko refused; dmesg: $(dmesg | tail -n 3)"
-on_exit unload_engine
+load_engine latency_us=0
 on_exit dm_remove "$name"
 on_exit rm -f /etc/request-key.d/lbs-keyset.conf
 

@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# leakscan.sh: kmemleak finds nothing this module allocated and lost (issue 11,
-# section 3). For make harden, last in each boot of the debug kernel (kmemleak):
+# DESCRIPTION: kmemleak finds nothing this module allocated and lost (make harden)
+# BOOT: both
+# KERNELS: none
+# FULL-KERNELS: none
+#   qemu/harden runs it last in each boot of the debug kernel
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: debug-kernel
+# ORDER: 500
+#
+# leakscan.sh: kmemleak finds nothing this module allocated and lost. For make harden, last in each boot of the debug kernel (kmemleak):
 # removes every mapping of ours, unloads nothing, asks kmemleak for two scans
 # (an object must be unreferenced in two scans to be reported) and prints every
 # suspect whose allocation backtrace passes through this module, then

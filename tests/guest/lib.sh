@@ -5,6 +5,7 @@
 
 LBS_TEST=${LBS_TEST_NAME:-${0##*/}}	# a wrapper names the test it runs as
 LBS_CLEANUPS=()
+LBS_ENGINE_LOADED=0	# load_engine ran: unload it after the cleanups
 
 # fail MSG: say what was checked and why it failed, with a call trace, clean up, exit 1.
 fail() {
@@ -35,6 +36,7 @@ lbs_run_cleanups() {
 	for ((i = ${#LBS_CLEANUPS[@]} - 1; i >= 0; i--)); do
 		eval "${LBS_CLEANUPS[$i]}" >/dev/null 2>&1 || true
 	done
+	[ "$LBS_ENGINE_LOADED" = 0 ] || unload_engine >/dev/null 2>&1 || true
 	if [ "$LBS_FAILS" -gt 0 ]; then
 		printf 'FAIL %s: %s failed checks\n' "$LBS_TEST" "$LBS_FAILS"
 		rc=1
@@ -87,6 +89,33 @@ dd --version 2>/dev/null | grep -q coreutils ||
 	fail "dd here is not GNU coreutils' (busybox's falls back to buffered I/O where O_DIRECT is refused)"
 
 # --- helpers of the integration suite (tests/run-guest-tests) ---
+
+# --- the emulated offload engine (tests/engine/; qemu/run puts it in /lbs/kmod) ---
+LBS_ENGINE_KO=/lbs/kmod/lbs-engine.ko
+
+# unload_engine: remove the engine if it is loaded; safe to run twice.
+unload_engine() {
+	[ ! -d /sys/module/lbs_engine ] || rmmod lbs_engine
+}
+
+# load_engine [PARAM=VALUE...]: load the engine afresh with these parameters (one
+# already loaded is removed first); the test's end removes it, after its
+# cleanups (they remove the mappings that use it). Fails the test when it is not
+# built for this kernel or does not load.
+load_engine() {
+	[ -f "$LBS_ENGINE_KO" ] ||
+		fail "no $LBS_ENGINE_KO: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
+	unload_engine || fail "rmmod lbs_engine failed (still in use?)"
+	insmod "$LBS_ENGINE_KO" "$@" || fail "insmod lbs-engine.ko $*: refused; dmesg: $(dmesg | tail -n 3)"
+	LBS_ENGINE_LOADED=1
+}
+
+# fio_pid: the fio a test runs in the background (fio ... & fio_pid=$!);
+# stop_fio kills it, safe to run twice (on_exit stop_fio).
+fio_pid=""
+stop_fio() {
+	[ -z "$fio_pid" ] || kill "$fio_pid" 2>/dev/null || true
+}
 
 # ok MSG: one line for a check that passed.
 ok() {

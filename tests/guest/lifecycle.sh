@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# lifecycle.sh: the device's life under load (issue 11, section 3, "Lifecycle
-# under load"). For make harden; needs ours as crypt_lbs (`--module both`).
+# DESCRIPTION: suspend, key cycles, remove and reload under load (make harden)
+# BOOT: both
+# KERNELS: none
+# FULL-KERNELS: none
+#   qemu/harden runs it on the debug kernel
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: none
+# ORDER: 500
+#
+# lifecycle.sh: the device's life under load. For make harden; needs ours as crypt_lbs (`--module both`).
 # - suspend, key wipe, key set, resume, over and over while fio writes and
 #   verifies: fio sees no error and the data verifies;
 # - dmsetup remove of an open device: EBUSY, the device and its data stay;
@@ -17,10 +25,6 @@ dev=/dev/ram0
 key=$(test_key 64)
 len=$((16 << 11))	# 16 MiB
 on_exit dm_remove lbs-lc
-fio_pid=""
-stop_fio() {
-	[ -z "$fio_pid" ] || kill "$fio_pid" 2>/dev/null || true
-}
 on_exit stop_fio
 
 dmsetup create lbs-lc --table "0 $len crypt_lbs aes-xts-plain64 $key 0 $dev 0 1 sector_size:4096"

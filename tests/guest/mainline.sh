@@ -1,4 +1,14 @@
 #!/usr/bin/env bash
+# DESCRIPTION: ours against mainline's dm-crypt 1.30.0 at every sector size above 4096
+# BOOT: both
+# KERNELS: page>4096
+# FULL-KERNELS: page>4096
+# LIMIT: 600 pairwise: 42 cases in ~90 s on arm64-16k, 76 in ~165 s on arm64-64k
+# FULL-LIMIT: 1800 the full product (LBS_MAINLINE_FULL=1): 148 cases in ~210 s on arm64-16k, 292 on 64K
+# FULL-ENV: LBS_MAINLINE_FULL=1
+# NEEDS: mainline-ref
+# ORDER: 210
+#
 # mainline.sh: ours against mainline's dm-crypt 1.30.0 at every sector size above
 # 4096 this kernel takes (8192 to the page size). The reference is this kernel's
 # own in-tree dm-crypt with the edits of the v2 patch mainline took, as target

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
+# DESCRIPTION: O_DIRECT not aligned to the sector is EINVAL, never EIO or wrong data
+# BOOT: both
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: none
+# ORDER: 80
+#
 # odirect.sh: O_DIRECT that is aligned to 512 but not to the sector size is
-# refused by the block layer with EINVAL, never EIO or wrong data (issue 3,
-# "Verified in the rig" item 7, second half). Needs ours as crypt_lbs (`--module
+# refused by the block layer with EINVAL, never EIO or wrong data. Needs ours as crypt_lbs (`--module
 # both`). On mappings of sector size 4096 and this kernel's bound: a 512-byte
 # read and write; a full-sector read and write from a
 # buffer 512 bytes past a page boundary (fio mem_align=512). Each must fail with

@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
+# DESCRIPTION: I/O stays correct while the allocator fails this module (make harden)
+# BOOT: both
+# KERNELS: none
+# FULL-KERNELS: none
+#   qemu/harden runs it in a small guest of the debug kernel
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: debug-kernel
+# ORDER: 500
+#
 # pressure.sh: I/O makes progress and stays correct while the allocator fails this
-# module (issue 11, section 3, "Memory pressure"). For make harden, on the debug
+# module. For make harden, on the debug
 # kernel (failslab, fail_page_alloc, the stack-trace filter), in a small guest;
 # needs ours as crypt_lbs (`--module both`).
 # failslab and fail_page_alloc fail a share of the allocations made with this

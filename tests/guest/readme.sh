@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# readme.sh: README.md's quick start, run as written, so the README cannot drift
-# from the tool.
-# Needs: --module lbscrypt (ours as crypt), the tool's package, and README.md
-#   in /lbs/files (qemu/run --file README.md); 64K pages.
-# Runs on: arm64-64k, in the --module lbscrypt boot; limit: the default 120 s.
+# DESCRIPTION: README.md's quick start, run as written, so the README cannot drift from the tool
+# BOOT: lbscrypt
+# KERNELS: arm64-64k
+# FULL-KERNELS: arm64-64k
+# LIMIT: 120 about 20 s on arm64-64k
+# NEEDS: tool readme
+# ORDER: 350
+#
+# readme.sh: README.md's quick start on 64K pages, ours loaded as crypt
+# (--module lbscrypt); README.md arrives in /lbs/files (the runner's "readme").
 #
 # Reads the console block between README's "BEGIN quick start" and "END quick
 # start" lines: a line starting with "$ " is a command (a trailing backslash

@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
+# DESCRIPTION: the on-disk format at every sector size against the host's reference model
+# BOOT: both
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: none
+# ORDER: 20
+#
 # reference.sh: the on-disk format for every sector size, checked against an
-# independent implementation on the host (issue 3, "Verified in the rig" item 3).
+# independent implementation on the host.
 # Needs `--module both`. Writes the reference plaintext (lib.sh: pattern) with the
 # suite's fixed key (lib.sh: test_key) through a target and prints one line per case
 #   REFERENCE <test> <target> <cipher> <sector_size> <iv_large_sectors> <iv_offset> <bytes> <sha256 of the raw bytes>

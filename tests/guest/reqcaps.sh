@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
-# reqcaps.sh: the request caps (max_read_size, max_write_size; issue 22, section 3),
+# DESCRIPTION: max_read_size and max_write_size split requests as stock's do
+# BOOT: both
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: none
+# ORDER: 60
+#
+# reqcaps.sh: the request caps (max_read_size, max_write_size),
 # stock beside ours, seen in the lower device's requests. Needs stock as crypt and
 # ours as crypt_lbs (`--module both`). The lower device is a dm-linear over the
 # ramdisk, so its /sys/block/dm-N/stat counts every bio a target sends down.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# DESCRIPTION: puts the host's scsi_debug where modprobe finds it (run by suite.sh)
+#
 # scsi-debug-module.sh: a kernel built without scsi_debug (Debian's arm64 ones)
 # gets it from the host (qemu/lib/scsi-debug builds it from the kernel's own
 # source) in /lbs/files; this puts it where modprobe finds it. Run by suite.sh

@@ -1,5 +1,16 @@
 #!/usr/bin/env bash
-# stacking.sh: what stacks on a large-sector volume (issue 23, Build 6), the
+# DESCRIPTION: what stacks on a large-sector volume, lbscrypt.rst's table, cell by cell
+# BOOT: lbscrypt
+# KERNELS: none
+#   its mkfs, LVM and fsck runs take minutes: make harden's debug kernel runs it,
+#   and make stacking on arm64-64k
+# FULL-KERNELS: arm64-64k-debug
+#   the table's cells are the 64K kernel's
+# LIMIT: 600 30 cells of mkfs, LVM, fsck
+# NEEDS: tool loop lvm btrfs xfs
+# ORDER: 340
+#
+# stacking.sh: what stacks on a large-sector volume, the
 # table "What stacks on a large-sector volume" of lbscrypt.rst. Needs ours, as
 # `crypt` (`--module lbscrypt`) or as `crypt_lbs` (`--module both`), on a
 # 64K-page kernel (arm64-64k: the table's cells are that kernel's).

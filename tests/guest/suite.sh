@@ -2,8 +2,8 @@
 # suite.sh TEST[:SECONDS]...: run several guest tests in one boot (boots cost ~30 s
 # under TCG; tests/run-guest-tests groups them). Each TEST is tests/guest/TEST.sh
 # (or, given as an absolute path, that script, named by its base name),
-# run in its own bash and its own session, under a time limit: its default below,
-# or SECONDS. Before and after each one, records the host runner reads:
+# run in its own bash and its own session, under a time limit: its header's
+# LIMIT, or SECONDS. Before and after each one, records the host runner reads:
 #   LBS-START <test> <limit>
 #   LBS-RESULT <test> PASS|FAIL <seconds> [exit <status> | timeout <limit> | kernel-report]
 # A test still running at its limit is killed with everything it started (TERM,
@@ -22,42 +22,22 @@
 set -euo pipefail
 here=$(dirname "$0")
 
-# default_limit TEST: seconds TEST may run before it is killed: about four times
-# the longest it is expected to take (on the slowest rig kernel, the build
-# machine loaded); on arm64-64k, idle, each test takes 5 to 25 s.
+# default_limit TEST: seconds TEST may run before it is killed: its header's
+# "# LIMIT: SECONDS why" line (tests/README); a test without one is refused.
 default_limit() {
-	case $1 in
-	fio) echo 300 ;;                         # two jobs per sector size, twice
-	compat | badinput) echo 180 ;;           # many cases, many process starts
-	tool) echo 300 ;;                        # cryptsetup beside it for every case
-	engine) echo 360 ;;                      # 20 ms a request; ~80 s on arm64-64k
-	hardening) echo 480 ;;                   # 37 cipher cases, fio under a bounce bound, a race
-	inline) echo 300 ;;                      # 5 traced runs, then 4 runs per asynchronous cipher
-	ivlegacy) echo 600 ;;                    # 13 tables written and read by both targets; elephant up to the page size
-	integrity) echo 600 ;;                   # 32 LUKS2 --integrity formats, each written and read by both targets
-	integrity-core) echo 300 ;;              # 5 of them, the engine case, the refusals
-	benchmark) echo 120 ;;                   # ~20 s on arm64-64k, the engine's 20 ms a request included
-	zoned) echo 300 ;;                       # ~60 s; stock's inline waits for the engine, ~60 s more
-	teardown) echo 400 ;;                    # 12 cycles under fio with each cipher, ~110 s loaded
-	upstream-tests) echo 300 ;;              # cryptsetup's fvault2 and luks1 tests, ~40 s on arm64-64k
-	torn) echo 300 ;;                        # ~3400 tears, both targets, every size
-	logwrites) echo 360 ;;                   # ~85 s on arm64-64k; LBS_LOGWRITES_FULL=1 ~1800 s, given its own
-	stacking) echo 600 ;;
-	mainline)
-		# pairwise: 42 cases in ~90 s on arm64-16k, 76 in ~165 s on arm64-64k; the full
-		# product (LBS_MAINLINE_FULL=1, which tests/run-guest-tests sets where
-		# every test runs): 148 cases in ~210 s there (292 on 64K)
-		if [ "${LBS_MAINLINE_FULL:-0}" = 1 ]; then echo 1800; else echo 600; fi
-		;;                    # 30 cells of mkfs, LVM, fsck; not yet timed (estimate 2-3 min)
-	*) echo 120 ;;
-	esac
+	local script=$here/$1.sh limit
+	case $1 in /*) script=$1 ;; esac
+	[ -f "$script" ] || { echo "suite.sh: $1: no such test in $here" >&2; return 2; }
+	# the header: the comment lines after the shebang
+	limit=$(awk 'NR > 1 && !/^#/ { exit } /^# LIMIT: / { print $3; exit }' "$script")
+	[ -n "$limit" ] || { echo "suite.sh: $script has no '# LIMIT: SECONDS why' header line" >&2; return 2; }
+	printf '%s\n' "$limit"
 }
 
 # limit_of TEST[:SECONDS]: the limit of one argument, checked.
 limit_of() {
 	local t=${1%%:*} limit
-	limit=$(default_limit "$t")
-	[ "$1" = "$t" ] || limit=${1#*:}
+	if [ "$1" = "$t" ]; then limit=$(default_limit "$t") || return 2; else limit=${1#*:}; fi
 	case $limit in
 	'' | *[!0-9]*) echo "suite.sh: $1: the limit must be a number of seconds" >&2; return 2 ;;
 	esac
@@ -156,18 +136,19 @@ kernel_reports() {
 failed=0
 for spec in "$@"; do
 	t=${spec%%:*}
-	limit=$(limit_of "$spec")
-	# a path runs that script (the rig's own tests: tests/rig-test)
+	# a path runs that script (the rig's own tests: tests/qemu-run-test)
 	script=$here/$t.sh
 	case $t in /*) script=$t t=$(basename "$t" .sh) ;; esac
+	rc=0 timed_out=0
+	# no such test, or no LIMIT in its header: a failure of its own, named
+	limit=$(limit_of "$spec" 2>&1) || rc=$?
+	[ "$rc" = 0 ] || why=$limit limit=0
 	printf 'LBS-START %s %s\n' "$t" "$limit"
 	start=$SECONDS
-	rc=0 timed_out=0
-	if [ -f "$script" ]; then
+	if [ "$rc" = 0 ]; then
 		run_limited "$limit" "$script" || rc=$?
 	else
-		printf 'FAIL %s.sh: no such test in %s\n' "$t" "$here"
-		rc=127
+		printf 'FAIL %s.sh: %s\n' "$t" "$why"
 	fi
 	secs=$((SECONDS - start))
 	reported=0
@@ -176,7 +157,7 @@ for spec in "$@"; do
 		printf 'FAIL %s.sh: kernel report: the kernel logged a bug report during the test (KERNEL-SPLAT lines above)\n' "$t"
 	fi
 	if [ "$timed_out" = 1 ]; then
-		printf 'FAIL %s.sh: still running after its limit of %ss: killed (limit: tests/guest/suite.sh, or %s:SECONDS)\n' \
+		printf 'FAIL %s.sh: still running after its limit of %ss: killed (limit: the LIMIT of its header, or %s:SECONDS)\n' \
 			"$t" "$limit" "$t"
 		printf 'LBS-RESULT %s FAIL %s timeout %s\n' "$t" "$secs" "$limit"
 		failed=1

@@ -1,4 +1,6 @@
 #!/bin/bash
+# DESCRIPTION: the guest half of tests/systemd-check: what lbscrypttab's units opened
+#
 # systemd-boot.sh TOKEN LONG-NAME: the guest half of tests/systemd-check, run by the
 # systemd rootfs's lbs-command.service once multi-user.target is reached
 # (qemu/run --init systemd). The host made six disks and this guest's

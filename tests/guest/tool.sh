@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# tool.sh: the lbscrypt tool against dm-crypt-lbs loaded as `crypt` (issue 4,
-# guest tests). Needs `--module lbscrypt`.
+# DESCRIPTION: the lbscrypt tool against ours as crypt, and beside cryptsetup
+# BOOT: lbscrypt
+# KERNELS: all -arm64-16k -arm64-4k -arm64-4k-6.1
+#   the matrix runs the tool's gate on every kernel
+# FULL-KERNELS: all
+# LIMIT: 300 cryptsetup beside it for every case
+# NEEDS: tool
+# ORDER: 310
+#
+# tool.sh: the lbscrypt tool against dm-crypt-lbs loaded as `crypt`. Needs `--module lbscrypt`.
 # - `lbscrypt open --type plain --sector-size <largest here>` works (65536 on a
 #   64K-page kernel), the table and the block size say so, data round-trips,
 #   `lbscrypt status` reports it, `lbscrypt close` removes it; the raw bytes go to
@@ -11,8 +19,8 @@
 #   and the same key file (with --keyfile-offset/--keyfile-size) give the same key
 #   and table in `lbscrypt open` as in `cryptsetup open --type plain` (dmsetup
 #   table --showkeys); lbscrypt's defaults are cryptsetup 2.7's, so the guest's
-#   cryptsetup 2.6 is given them explicitly (issue 9, item 1).
-# - drop-in (issue 9, items 2, 4, 6): lbscrypt's mapping has the DM UUID
+#   cryptsetup 2.6 is given them explicitly.
+# - drop-in: lbscrypt's mapping has the DM UUID
 #   CRYPT-PLAIN-<name>, lsblk shows TYPE crypt, `cryptsetup status` reports it as
 #   PLAIN with the same lines `lbscrypt status` prints (lbscrypt adds its own after
 #   them) and `cryptsetup close` removes it; status of a missing mapping, close of
@@ -140,7 +148,7 @@ same_key "key file, --keyfile-offset 7 --keyfile-size 32, 256 bits" "" --key-fil
 same_key "key file, --sector-size 4096 --iv-large-sectors --skip 8 --offset 16" "" --key-file "$key" \
 	"${xts[@]}" --sector-size 4096 --iv-large-sectors --skip 8 --offset 16
 
-# --- drop-in: identity, status, close and exit codes against cryptsetup (issue 9) ---
+# --- drop-in: identity, status, close and exit codes against cryptsetup ---
 lbscrypt open -q --type plain --key-file "$key" "${xts[@]}" --sector-size 4096 --skip 16 \
 	--size 2048 "$dev" lbs-tool || fail "lbscrypt open for the drop-in checks failed"
 uuid=$(dmsetup info -c --noheadings -o uuid lbs-tool)

@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
-# toolstock.sh: lbscrypt with the stock dm_crypt as `crypt` (issue 4, guest
-# tests). Runs under `--module stock` (the issue's case, on arm64-64k) and under
+# DESCRIPTION: lbscrypt with the stock dm_crypt as crypt: the version refusal, 4096 works
+# BOOT: both
+# BOOT: stock arm64-64k
+#   --module stock (stock alone) on arm64-64k, where the page allows more than 4096
+# KERNELS: all
+# FULL-KERNELS: all
+# LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
+# NEEDS: tool
+# ORDER: 900
+#
+# toolstock.sh: lbscrypt with the stock dm_crypt as `crypt`. Runs under `--module stock` (on arm64-64k) and under
 # `--module both` (stock is `crypt` there too).
 # - where the page allows more than 4096: `lbscrypt open --sector-size <page>`
 #   is refused with the version message (crypt is v1.28.0, needs v1.30.0), a

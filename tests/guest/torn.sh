@@ -1,4 +1,18 @@
 #!/usr/bin/env bash
+# DESCRIPTION: what a torn encryption sector reads back, every mode and size, both targets
+# BOOT: both
+# KERNELS: all -arm64-16k -arm64-4k
+#   the same 6.12 runs it on arm64-64k (every size of the table, 16384 and 4096
+#   among them) and amd64-4k
+# FULL-KERNELS: all
+# LIMIT: 300 ~3400 tears, both targets, every size
+# ENV: LBS_TORN_JOURNAL=0 all -amd64-4k
+#   the journalled case tears dm-integrity's journal, the same on every 6.x
+#   kernel: make check runs it on amd64-4k alone (a minute a kernel under load)
+# FULL-ENV: LBS_TORN_FULL=1
+# NEEDS: dm-integrity dm-log-writes
+# ORDER: 110
+#
 # torn.sh: what a torn encryption sector reads back, for every mode family and
 # every sector size, stock (crypt, up to 4096) beside ours (crypt_lbs, up to the
 # page). Needs `--module both` and /lbs/bin/torn (tests/guest/bin/torn.c), which

@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
-# upstream-tests.sh: the fast ones of cryptsetup's own tests (issue 8: "the fast
-# ones join make check"), with ours as `crypt`: fvault2-compat-test (a FileVault2
+# DESCRIPTION: cryptsetup's fvault2 and luks1 compat tests pass with ours as crypt
+# BOOT: lbscrypt
+# KERNELS: none
+#   out of make check for its budget; make cryptsetup-tests runs the whole list
+# FULL-KERNELS: page=65536
+# LIMIT: 300 cryptsetup's fvault2 and luks1 tests, ~40 s on arm64-64k
+# NEEDS: cryptsetup-src
+# ORDER: 330
+#
+# upstream-tests.sh: the fast ones of cryptsetup's own tests, with ours
+# as `crypt`: fvault2-compat-test (a FileVault2
 # image, AES-XTS, opened and its data checked) and luks1-compat-test (LUKS1 images
 # of AES, Serpent and Twofish in XTS, LRW and CBC-ESSIV, each opened and its data
 # checked against the image's recorded checksum). Needs `--module lbscrypt` and the

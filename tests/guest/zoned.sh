@@ -1,5 +1,14 @@
 #!/usr/bin/env bash
-# zoned.sh: host-managed zoned devices (issue 22, section 3), stock beside ours in
+# DESCRIPTION: host-managed zoned devices through stock and ours
+# BOOT: both
+# KERNELS: all -arm64-16k -arm64-4k
+#   the same 6.12 runs it on arm64-64k and amd64-4k
+# FULL-KERNELS: all
+# LIMIT: 300 ~60 s; stock's inline waits for the engine, ~60 s more
+# NEEDS: null_blk engine
+# ORDER: 70
+#
+# zoned.sh: host-managed zoned devices, stock beside ours in
 # one boot. Needs stock as crypt and ours as crypt_lbs (`--module both`) and the
 # kernel's null_blk module with zone support (CONFIG_BLK_DEV_NULL_BLK,
 # CONFIG_BLK_DEV_ZONED). Over a zoned, memory-backed null_blk (4 MiB zones, no
@@ -132,11 +141,7 @@ for ss in $(printf '4096\n%s\n' "$(bound)" | sort -un); do
 done
 
 # an asynchronous cipher: the engine, fast
-ko=/lbs/kmod/lbs-engine.ko
-[ -f "$ko" ] || fail "no $ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
-[ -d /sys/module/lbs_engine ] || insmod "$ko" latency_us=200 ||
-	fail "insmod lbs-engine.ko refused; dmesg: $(dmesg | tail -n 3)"
-on_exit rmmod lbs_engine
+load_engine latency_us=200
 for t in crypt_lbs crypt; do
 	zbd_fio "$t" 4096 capi:lbs-engine-xts-aes-plain64 8
 done

@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""argfuzz.py: argument fuzzing of lbscrypt under ASan/UBSan (issue 11, section 3,
-"Tool side"). Host only, and it touches no device.
+"""argfuzz.py: argument fuzzing of lbscrypt under ASan/UBSan. Host only, and it touches no device.
 
     tests/harden/argfuzz.py LBSCRYPT [--count N] [--seed S] [--json OUT]
 
@@ -12,8 +11,7 @@ control bytes, paths that are not devices), options without their value, repeate
 unknown and misplaced options, and missing or extra positionals; a tenth of the
 values get a whitespace or control byte put into them. Then INJECT lines from
 templates the tool accepts offline (`table` and `check` with --assume-version, a
-key file this makes), each with one such byte put into one word (issue 23,
-section 4: every word is checked before it reaches a table line). Each run gets
+key file this makes), each with one such byte put into one word (every word is checked before it reaches a table line). Each run gets
 /dev/null as standard input and, when this runs as root, the uid and gid of
 nobody, so no mapping can be made or removed whatever the line says.
 
@@ -29,7 +27,7 @@ A run fails when the tool
   with output that differs in shape from the template's own (a table line: one
   line of printable ASCII, single spaces, the template's word count; JSON: one
   document). Every template must first be accepted as it is, or the run fails.
-Then the STREAMS phase (issue 33, section 5) runs the templates with their standard
+Then the STREAMS phase runs the templates with their standard
 streams as a shell can leave them, and a FIFO key file:
 - standard input closed (0<&-): a template that reads its key from a file gives its
   usual answer; one that reads a passphrase is refused with one line, never a table

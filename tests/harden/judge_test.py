@@ -13,8 +13,8 @@ import tempfile
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GEN = os.path.join(TOP, "qemu/lib/fuzz_tables.py")
-JUDGE = os.path.join(TOP, "qemu/lib/fuzz_judge.py")
-sys.path.insert(0, os.path.join(TOP, "qemu/lib"))
+JUDGE = os.path.join(TOP, "tests/harden/fuzz_judge.py")
+sys.path.insert(0, os.path.join(TOP, "tests/harden"))
 import fuzz_judge  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""summary_test.py: make harden's summary (qemu/lib/harden_summary.py) counts what the
+"""summary_test.py: make harden's summary (tests/harden/harden_summary.py) counts what the
 logs say and can fail. A clean run's files must give the figures they hold and pass;
 then one bad record at a time must fail it, in the field named. Host only.
 
@@ -13,7 +13,7 @@ import sys
 import tempfile
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(TOP, "qemu/lib"))
+sys.path.insert(0, os.path.join(TOP, "tests/harden"))
 import harden_summary  # noqa: E402
 
 CLEAN = {

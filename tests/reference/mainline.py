@@ -22,7 +22,7 @@ makes; once Debian carries a 7.4 rc, its real in-tree module replaces it.
     mainline.py judge LOG... [--json OUT]
         Judge the MAINLINE lines of tests/guest/mainline.sh (see there): the same
         acceptance as the reference, except the documented cases where ours is
-        stricter (qemu/lib/fuzz_judge.py's list, each counted by name). Prints
+        stricter (tests/harden/fuzz_judge.py's list, each counted by name). Prints
         the counts; exit 1 on any other difference or without any case.
 """
 import argparse
@@ -32,7 +32,7 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "qemu", "lib"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harden"))
 import fuzz_judge  # noqa: E402  (the one list of deliberate differences)
 
 BOUND_NAME = "DM_CRYPT_MAX_SECTOR_SIZE"

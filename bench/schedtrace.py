@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a fio job's time goes, from tests/guest/schedtrace.sh's log.
+"""Where a fio job's time goes, from bench/guest/schedtrace.sh's log.
 
   schedtrace.py LOG
 

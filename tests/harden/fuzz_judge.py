@@ -6,8 +6,8 @@
                   [--stock crypt]
 
 CASES is what qemu/lib/fuzz_tables.py wrote, GUEST-OUTPUT what tests/guest/fuzz.sh
-printed (its CASE lines for ours and stock, and FUZZ-SUMMARY). The rules (from
-Documentation/dm-crypt-lbs.rst):
+printed (its CASE lines for ours and stock, and FUZZ-SUMMARY). The rules (as
+Documentation/dm-crypt-lbs.rst gives them):
 
 * every case of CASES ran on ours, and on stock unless it is marked stock-unsafe;
   every device was removed; no kernel WARNING/BUG was seen;

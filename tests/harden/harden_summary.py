@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-only
 """harden_summary.py: make harden's verdict, from what its run left in OUT (build/harden).
 
-    qemu/lib/harden_summary.py OUT --splats N --status S --seconds N --tables N --seed N --kernel K
+    tests/harden/harden_summary.py OUT --splats N --status S --seconds N --tables N --seed N --kernel K
 
 Reads the guests' console logs (OUT/*.log: the PRESSURE, FAULTS and LEAKS lines the
 hardening tests print, their FAIL lines; the results of qemu/harden's own boots),

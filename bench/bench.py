@@ -7,7 +7,7 @@
                                              (Documentation/performance.rst)
   bench.py rst-cpu DIR/results.json KERNEL   the same of CPU time per MiB
 
-A log is the output of tests/guest/bench.sh through qemu/run: BENCH-PLAN,
+A log is the output of bench/guest/bench.sh through qemu/run: BENCH-PLAN,
 BENCH-INFO, BENCH-RUN and BENCH-LIMIT lines (MiB/s). Records (see
 Documentation/performance.rst):
   {kernel, target, cipher, flags, sector_size, job, mbps_median, mbps_min,

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
+# DESCRIPTION: the guest half of make bench (qemu/bench): throughput and CPU per MiB
+#
 # bench.sh [--reps N] [--runtime S] [--sizes "..."] [--engine-sizes "..."]
 #          [--ciphers "cpu engine"] [--limit-ms MS]: the guest half of `make bench`
-# (qemu/bench; issue 10 section 2). Needs stock as crypt and ours as crypt_lbs
+# (qemu/bench). Needs stock as crypt and ours as crypt_lbs
 # (`--module both`), the engine (/lbs/kmod/lbs-engine.ko) and a 320 MiB ramdisk.
 #
 # For each cipher (cpu: aes-xts-plain64; engine: capi:lbs-engine-xts-aes-plain64),
@@ -13,7 +15,7 @@
 # boot: the raw ramdisk per job (N runs), and per unit size the software
 # xts(aes) and the engine driven directly from inside the kernel
 # (/sys/kernel/lbs_engine/measure), encryption and decryption. Prints records
-# for the host (qemu/lib/bench.py reads them; MiB/s):
+# for the host (bench/bench.py reads them; MiB/s):
 #   BENCH-PLAN <steps>
 #   BENCH-INFO <key> <value...>
 #   BENCH-RUN <step> <target> <cipher> <flags|-> <sector_size> <job> <rep> <mibps> <cpu_ms_per_mib>
@@ -25,7 +27,7 @@
 # A measurement that fails stops the run with a FAIL line saying which.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../../tests/guest/lib.sh"
 
 reps=5 runtime=3 limit_ms=1000 ciphers="cpu engine"
 sizes="512 4096 $(page_size)"
@@ -47,7 +49,7 @@ sizes=$(sorted_words "$sizes")
 engine_sizes=$(sorted_words "$engine_sizes")
 
 jobs="seqread seqwrite randread randwrite"
-ko=/lbs/kmod/lbs-engine.ko
+ko=$LBS_ENGINE_KO
 sysd=/sys/kernel/lbs_engine
 spec_engine=capi:lbs-engine-xts-aes-plain64
 region=$((64 << 11))	# 64 MiB in 512-byte sectors
@@ -62,8 +64,8 @@ regions=$(($(wc -w <<<"$variants_all") + 1))	# one per variant, and the raw ramd
 	fail "the ramdisk is smaller than $((regions * 64)) MiB (qemu/run --ramdisk $((regions * 64)))"
 [ -f "$ko" ] || fail "no $ko: the engine is not built for $(uname -r) (qemu/lib/build-engine)"
 [ -n "$(target_version crypt_lbs)" ] || fail "ours is not loaded as crypt_lbs (qemu/run --module both)"
-insmod "$ko" || fail "insmod $ko failed: $(dmesg | tail -n 3)"
-on_exit rmmod lbs_engine
+# shellcheck disable=SC2119 # the engine with its default parameters
+load_engine
 # the engine's channel threads, started at load (their CPU time is not the host's)
 engine_stats=()
 for f in /proc/[0-9]*/stat; do

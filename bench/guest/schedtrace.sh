@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
+# DESCRIPTION: where a fio job's time goes, traced (bench/schedtrace.py reads it)
+#
 # schedtrace.sh [--runtime S] [--job JOB] [--reps N] VARIANT...: where the time
-# of a fio job goes, target against target (issue 22, section 5: find why
-# random writes at a large sector are slower than stock's at 4096). Not a
-# test: a measurement for qemu/lib/schedtrace.py.
+# of a fio job goes, target against target (find why random writes at a large sector are slower than stock's at 4096). Not a
+# test: a measurement for bench/schedtrace.py.
 #
 # VARIANT is TARGET:SECTOR_SIZE[:inline], TARGET crypt (stock) or crypt_lbs
 # (ours; `qemu/run --module both`); inline adds no_read_workqueue
@@ -14,7 +15,7 @@
 # then the trace's lines as "SCHED-TRACE <variant> <rep> <line>".
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../../tests/guest/lib.sh"
 
 runtime=3 job=randwrite reps=1
 while [ $# -gt 0 ]; do
