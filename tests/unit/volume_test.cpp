@@ -67,7 +67,7 @@ TEST_CASE("open_volume: the table, then the key, then the mapping with its torn 
   CHECK(done->notes.empty());
 }
 
-TEST_CASE("open_volume: found active as asked, no key is asked for; the warning is given",
+TEST_CASE("open_volume: found active as asked, no key is asked for, the warning is given",
           "[volume]") {
   Rig rig;
   REQUIRE(lbscrypt::open_volume(rig.request, rig.env, rig.steps).ok());
@@ -104,7 +104,7 @@ TEST_CASE("open_volume: a refused table or a device in use is refused before the
   CHECK(rig.keys_asked == std::vector<std::uint32_t>{1});
 }
 
-TEST_CASE("open_volume: a failed check closes the mapping; again() decides another try",
+TEST_CASE("open_volume: a failed check closes the mapping, again() decides another try",
           "[volume]") {
   Rig rig;
   int checks = 0;
