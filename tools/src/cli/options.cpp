@@ -21,16 +21,19 @@ void add_common_flags(CLI::App &cmd, CommonFlags &flags) {
 }
 
 CLI::Validator strict_decimal(const std::string &option, std::uint64_t max) {
-  return {[option, max](std::string &text) -> std::string {
+  return {[option, max](const std::string &text) -> std::string {
             const auto value = parse_decimal_u64(text);
             if (!value || *value > max) {
               throw NumberRefused(fmt::format(
                   "{} '{}' is not a number: give decimal digits only, 0 to {}", option, text, max));
             }
-            text = std::to_string(*value);
             return {};
           },
           ""};
+}
+
+std::uint64_t decimal_value(const std::string &text) {
+  return parse_decimal_u64(text).value_or(0);  // checked by strict_decimal() before
 }
 
 CLI::Option *add_text(CLI::App &cmd, const std::string &names, std::optional<std::string> &target,

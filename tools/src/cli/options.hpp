@@ -40,17 +40,25 @@ class NumberRefused : public std::runtime_error {
 
 // The check every number option has: the library's strict decimal parser (digits only, no
 // sign, space, junk or overflow past `max`), refusing with "OPTION 'TEXT' is not a number: give
-// decimal digits only, 0 to MAX". It hands CLI11 the number rewritten without leading zeros:
-// CLI11's own conversion would read "010" as octal.
+// decimal digits only, 0 to MAX".
 [[nodiscard]] CLI::Validator strict_decimal(const std::string &option, std::uint64_t max);
+
+// The value of text strict_decimal() let through (CLI11's own conversion is not used: it reads
+// "010" as octal).
+[[nodiscard]] std::uint64_t decimal_value(const std::string &text);
 
 // A number option that calls `set` with its value when it is given.
 template <class T>
 CLI::Option *add_number(CLI::App &cmd, const std::string &names, std::function<void(T)> set,
                         const std::string &description) {
-  auto *option = cmd.add_option_function<T>(
-      names, [setter = std::move(set)](const T &value) { setter(value); }, description);
-  option->transform(strict_decimal(option->get_name(), std::numeric_limits<T>::max()));
+  auto *option = cmd.add_option_function<std::string>(
+      names,
+      [setter = std::move(set)](const std::string &text) {
+        setter(static_cast<T>(decimal_value(text)));
+      },
+      description);
+  option->type_name("UINT");
+  option->check(strict_decimal(option->get_name(), std::numeric_limits<T>::max()));
   return option;
 }
 
