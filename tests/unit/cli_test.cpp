@@ -916,3 +916,99 @@ TEST_CASE("cli table: a relative device path that is here goes into the table ab
   const std::string path = std::filesystem::absolute("ram0").lexically_normal().string();
   CHECK(cli.out.str() == "0 8 crypt aes-xts-plain64 " + kKeyHex + " 0 " + path + " 0\n");
 }
+
+TEST_CASE("cli: an unknown command is refused in one line that names the commands, exit 1",
+          "[cli]") {
+  Cli cli;
+  const std::string commands =
+      "give one of table, open, close, status, check, matrix, benchmark, tab, generate-units, "
+      "attach (lbscrypt --help says what each does)\n";
+  CHECK(cli.run({"frobnicate", "/dev/ram0"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() == "lbscrypt: 'frobnicate' is not a command: " + commands);
+  CHECK(cli.out.str().empty());
+  // after a flag every command takes; a misspelt command is no command either
+  CHECK(cli.run({"-q", "stauts", "x"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() == "lbscrypt: 'stauts' is not a command: " + commands);
+  CHECK(cli.run({}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() == "lbscrypt: no command given: " + commands);
+  CHECK(cli.run({"-v"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() == "lbscrypt: no command given: " + commands);
+  // an unknown option and no command: the option is what is named
+  CHECK(cli.run({"--bogus"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() ==
+        "lbscrypt: The following argument was not expected: --bogus (see lbscrypt --help)\n");
+  CHECK(cli.out.str().empty());
+  CHECK(cli.kernels_made == 0);
+}
+
+TEST_CASE("cli numbers: every command's number options are refused while parsing", "[cli]") {
+  Cli cli;
+  const std::vector<std::vector<std::string>> lines = {
+      {"check", "--sector-size", "65536x"},
+      {"check", "--assume-page-size", "-65536"},
+      {"check", "--sector-size", "18446744073709551616"},
+      {"benchmark", "--bytes", "1e6"},
+      {"benchmark", "--key-size", "4294967552"},
+      {"open", "--size", "-8", "-d", kKeyFile, "/dev/ram0", "x"},
+      {"open", "--sector-size", "65536 ", "-d", kKeyFile, "/dev/ram0", "x"},
+  };
+  for (const auto &line : lines) {
+    CAPTURE(line);
+    CHECK(cli.run(line) == lbscrypt::cli::kExitInvalid);
+    CHECK(cli.out.str().empty());
+    CHECK_THAT(cli.err.str(), Catch::StartsWith("lbscrypt: " + line[1] + " '" + line[2] +
+                                                "' is not a number: give decimal digits only"));
+  }
+  // refused before any command ran: no kernel was asked, nothing was created
+  CHECK(cli.kernels_made == 0);
+  CHECK(cli.kernel.creates == 0);
+  // digits with leading zeros are decimal
+  REQUIRE(cli.run({"table", "--size", "010", "-d", kKeyFile, "/dev/ram0"}) == 0);
+  CHECK(cli.out.str() == "0 10 crypt aes-xts-plain64 " + kKeyHex + " 0 /dev/ram0 0\n");
+}
+
+TEST_CASE("cli open and attach: the same warnings for the same volume", "[cli][torn][boot]") {
+  Cli cli;
+  add_disks(cli);
+  // One volume both ways: /dev/sdb, 64K sectors (they can tear there), a key file of mode 0400.
+  const auto open_line = [](const std::string &disk) {
+    return std::vector<std::string>{"open",  "-c", "aes-xts-plain64", "-s", "256", "--sector-size",
+                                    "65536", "-d", kKeyFile,          disk, "vol"};
+  };
+  const auto attach_line = [](const std::string &disk) {
+    return std::vector<std::string>{"attach", "vol", disk, kKeyFile,
+                                    "cipher=aes-xts-plain64,size=256,sector-size=65536"};
+  };
+  REQUIRE(cli.run(open_line("/dev/sdb")) == 0);
+  CHECK(cli.err.str() == kTornSdb);
+  const std::string params(cli.kernel.mappings.at("vol").line.params.view());
+  REQUIRE(cli.run({"close", "vol"}) == 0);
+  REQUIRE(cli.run(attach_line("/dev/sdb")) == 0);
+  CHECK(cli.err.str() == kTornSdb);
+  CHECK(std::string(cli.kernel.mappings.at("vol").line.params.view()) == params);
+
+  // found active as asked: the warning again, from both (open adds its note after it)
+  const int creates = cli.kernel.creates;
+  REQUIRE(cli.run(attach_line("/dev/sdb")) == 0);
+  CHECK(cli.err.str() == kTornSdb);
+  REQUIRE(cli.run(open_line("/dev/sdb")) == 0);
+  CHECK(cli.err.str() == kTornSdb + "lbscrypt: vol is already active as requested; nothing done\n");
+  CHECK(cli.kernel.creates == creates);
+
+  // -q silences it for both
+  auto quiet_attach = attach_line("/dev/sdb");
+  quiet_attach.insert(quiet_attach.begin(), "-q");
+  REQUIRE(cli.run(quiet_attach) == 0);
+  CHECK(cli.err.str().empty());
+  REQUIRE(cli.run({"close", "vol"}) == 0);
+  REQUIRE(cli.run(quiet_attach) == 0);
+  CHECK(cli.err.str().empty());
+  REQUIRE(cli.run({"close", "vol"}) == 0);
+
+  // a disk that writes a 64K sector atomically: neither warns
+  REQUIRE(cli.run(open_line("/dev/sdc")) == 0);
+  CHECK(cli.err.str().empty());
+  REQUIRE(cli.run({"close", "vol"}) == 0);
+  REQUIRE(cli.run(attach_line("/dev/sdc")) == 0);
+  CHECK(cli.err.str().empty());
+}

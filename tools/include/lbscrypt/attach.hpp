@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ struct AttachOutcome {
   DeviceInfo device;
   bool already_active = false;
   std::vector<std::string> notes;  // warnings and retries, one line each, for standard error
+  // When a power failure can tear a sector of the mapping, opened or found (torn.hpp), as
+  // `open` reports it.
+  std::optional<std::string> torn_warning;
 };
 
 // The argv of the content check for the opened mapping at `node`: Debian's check program

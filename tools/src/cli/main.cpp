@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "boot_cmd.hpp"
 #include "cli.hpp"
+#include "generate_cmd.hpp"
 #include "output.hpp"
 
 namespace {

@@ -118,7 +118,7 @@ std::string number_or_dash(const std::optional<std::uint32_t> &value) {
 
 }  // namespace
 
-CLI::App *add_matrix_command(CLI::App &app, MatrixArgs &args) {
+CLI::App *add_matrix_command(CLI::App &app, MatrixArgs &args, CommonFlags &flags) {
   auto *cmd = app.add_subcommand(
       "matrix", "Load a table per sector_size spelling and report what the kernel did (root)");
   cmd->set_help_flag("--help");
@@ -129,6 +129,7 @@ CLI::App *add_matrix_command(CLI::App &app, MatrixArgs &args) {
   cmd->add_flag("--no-defaults", args.no_defaults,
                 "Try only the spellings given with --sizes, not the matrix's own");
   cmd->add_flag("--json", args.json, "JSON records, one a line");
+  add_common_flags(*cmd, flags);
   return cmd;
 }
 

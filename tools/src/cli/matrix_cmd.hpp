@@ -10,6 +10,7 @@
 
 #include "cli.hpp"
 #include "lbscrypt/matrix.hpp"
+#include "options.hpp"
 
 namespace lbscrypt::cli {
 
@@ -20,7 +21,7 @@ struct MatrixArgs {
   bool json = false;
 };
 
-[[nodiscard]] CLI::App *add_matrix_command(CLI::App &app, MatrixArgs &args);
+[[nodiscard]] CLI::App *add_matrix_command(CLI::App &app, MatrixArgs &args, CommonFlags &flags);
 
 [[nodiscard]] int matrix_command(const MatrixArgs &args, const Services &services,
                                  std::ostream &out, std::ostream &err);

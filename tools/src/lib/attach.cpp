@@ -18,6 +18,7 @@
 
 #include "lbscrypt/keys.hpp"
 #include "lbscrypt/table.hpp"
+#include "lbscrypt/volume.hpp"
 
 namespace lbscrypt {
 
@@ -39,28 +40,22 @@ std::optional<std::string> key_file_warning(const std::string &path,
       path, *mode & 07777U);
 }
 
-// Opens once with `key`; runs the check; closes again when the check fails.
-Result<OpenResult> open_checked(const AttachRequest &request, const VolumeOptions &v,
-                                CryptTable table, const Environment &env,
-                                const AttachServices &services) {
-  auto opened = open_mapping(request.name, std::move(table), v.read_only, env);
-  if (!opened || !v.check) {
-    return opened;
-  }
-  const std::string node = opened->device.dm_node();
+// The check= program on the new mapping: Errc::key when it finds no known content (the
+// sequence then closes the mapping and says so).
+Result<void> check_content(const AttachRequest &request, const VolumeOptions &v,
+                           const OpenResult &opened, const AttachServices &services) {
+  const std::string node = opened.device.dm_node();
   const auto argv = check_command(v, node, services);
   const auto status =
       services.run ? services.run(argv) : Result<int>(make_error(Errc::key, "no way to run it"));
   if (status && *status == 0) {
-    return opened;
+    return Ok{};
   }
-  const auto closed = close_mapping(request.name, env);
   return make_error(
       Errc::key,
-      fmt::format("{}: check {} found no known content on {} ({}): a wrong key or passphrase?{}",
+      fmt::format("{}: check {} found no known content on {} ({}): a wrong key or passphrase?",
                   request.name, argv.front(), node,
-                  status ? fmt::format("exit status {}", *status) : status.error().message,
-                  closed ? " The mapping was closed." : " The mapping could not be closed."));
+                  status ? fmt::format("exit status {}", *status) : status.error().message));
 }
 
 }  // namespace
@@ -126,41 +121,26 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, VolumeOptions 
     return path.error();
   }
   v.mapping.device = *path;
-  // Everything about the table and the kernel before any key is read or asked for.
-  auto table = prepare_table(v.mapping, env);
-  if (!table) {
-    return table.error();
-  }
-  AttachOutcome outcome;
-  const auto active = active_as(request.name, *table, v.key.key_size_bits / 8, v.read_only, env);
-  if (!active) {
-    return active.error();
-  }
-  if (*active) {
-    outcome.device = **active;
-    outcome.already_active = true;
-    return outcome;
-  }
-  if (auto free = check_device_free(*path, false, env); !free) {
-    return free.error();
-  }
   KeyOptions key = v.key;
   key.quiet = true;  // the line names cipher, size and hash: no defaults to warn about
-  if (!passphrase) {
-    key.key_file = request.key;
-    if (auto warning = key_file_warning(request.key, services)) {
-      outcome.notes.push_back(*warning);
-    }
-  }
-  if (passphrase && v.headless) {
-    return make_error(Errc::key,
-                      fmt::format("{}: headless= forbids asking for a passphrase and the line "
-                                  "names no key file: give a key file, or drop headless=",
-                                  request.name));
-  }
+  std::vector<std::string> notes;
   PassphraseQuestion question{request.name, request.device, v.timeout_us,
                               v.password_cache != PasswordCache::no, accepts_cached_passphrase(v)};
-  for (std::uint32_t attempt = 1;; ++attempt) {
+  VolumeSteps steps;
+  steps.key = [&](std::uint32_t attempt) -> Result<SecretBuffer> {
+    if (attempt == 1 && !passphrase) {
+      key.key_file = request.key;
+      if (auto warning = key_file_warning(request.key, services)) {
+        notes.push_back(*warning);
+      }
+    }
+    if (passphrase && v.headless) {
+      return make_error(Errc::key,
+                        fmt::format("{}: headless= forbids asking for a passphrase and the line "
+                                    "names no key file: give a key file, or drop headless=",
+                                    request.name));
+    }
+    question.accept_cached = question.accept_cached && attempt == 1;
     const TerminalReader ask = [&](std::size_t /*max_size*/) -> Result<SecretBuffer> {
       if (!services.ask_passphrase) {
         return make_error(Errc::key, "no way to ask for a passphrase");
@@ -173,21 +153,29 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, VolumeOptions 
     if (!derived) {
       return derived.error();
     }
-    CryptTable keyed = *table;
-    keyed.key = std::move(derived->key);
-    auto opened = open_checked(request, v, std::move(keyed), env, services);
-    if (opened) {
-      outcome.device = opened->device;
-      return outcome;
-    }
-    const bool again = passphrase && opened.error().code == Errc::key && v.check &&
-                       (v.tries == 0 || attempt < v.tries);
-    if (!again) {
-      return opened.error();
-    }
-    outcome.notes.push_back(opened.error().message + " Asking again.");
-    question.accept_cached = false;
+    return std::move(derived->key);
+  };
+  if (v.check) {
+    steps.check = [&](const OpenResult &opened) {
+      return check_content(request, v, opened, services);
+    };
+    // Only a passphrase is worth asking again: another try reads the same key file.
+    steps.again = [&](std::uint32_t attempt) {
+      return passphrase && (v.tries == 0 || attempt < v.tries);
+    };
   }
+  const VolumeRequest volume{request.name, v.mapping, v.key.key_size_bits / 8, v.read_only, false};
+  auto opened = open_volume(volume, env, steps);
+  if (!opened) {
+    return opened.error();
+  }
+  AttachOutcome outcome;
+  outcome.device = opened->opened.device;
+  outcome.already_active = opened->already_active;
+  outcome.torn_warning = opened->opened.torn_warning;
+  outcome.notes = std::move(notes);
+  outcome.notes.insert(outcome.notes.end(), opened->notes.begin(), opened->notes.end());
+  return outcome;
 }
 
 namespace {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The boot-time commands: `generate-units` (the systemd generator, lbscrypttab(5)) and
-// `attach` (what each generated unit runs).
+// `lbscrypt generate-units`: the systemd generator (lbscrypttab(5)); each unit it writes runs
+// `lbscrypt attach`.
 #pragma once
 
 #include <iosfwd>
@@ -9,7 +9,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli.hpp"
-#include "lbscrypt/attach.hpp"
+#include "lbscrypt/crypttab.hpp"
+#include "options.hpp"
 
 namespace lbscrypt::cli {
 
@@ -24,16 +25,9 @@ struct GenerateArgs {
   std::string tool;  // the lbscrypt the units run; empty: the installed one
 };
 
-struct AttachArgs {
-  AttachRequest request;
-};
-
-[[nodiscard]] CLI::App *add_generate_command(CLI::App &app, GenerateArgs &args);
-[[nodiscard]] CLI::App *add_attach_command(CLI::App &app, AttachArgs &args);
+[[nodiscard]] CLI::App *add_generate_command(CLI::App &app, GenerateArgs &args, CommonFlags &flags);
 
 [[nodiscard]] int generate_command(const GenerateArgs &args, const Services &services,
                                    std::ostream &err);
-[[nodiscard]] int attach_command(const AttachArgs &args, const Environment &env,
-                                 const Services &services, std::ostream &out, std::ostream &err);
 
 }  // namespace lbscrypt::cli

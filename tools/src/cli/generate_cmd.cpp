@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "boot_cmd.hpp"
+#include "generate_cmd.hpp"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 
 namespace lbscrypt::cli {
 
-CLI::App *add_generate_command(CLI::App &app, GenerateArgs &args) {
+CLI::App *add_generate_command(CLI::App &app, GenerateArgs &args, CommonFlags &flags) {
   auto *cmd = app.add_subcommand(
       "generate-units",
       fmt::format("Write the systemd units for lbscrypttab (what {} does at boot)",
@@ -25,19 +25,7 @@ CLI::App *add_generate_command(CLI::App &app, GenerateArgs &args) {
   cmd->add_option("normal-dir", args.normal_dir, "Where the units go")->required();
   cmd->add_option("early-dir", args.early_dir, "systemd's early directory (not used)");
   cmd->add_option("late-dir", args.late_dir, "systemd's late directory (not used)");
-  return cmd;
-}
-
-CLI::App *add_attach_command(CLI::App &app, AttachArgs &args) {
-  auto *cmd = app.add_subcommand(
-      "attach", "Open one lbscrypttab volume: NAME DEVICE KEY OPTIONS, as the line has them");
-  cmd->set_help_flag("--help");
-  AttachRequest &r = args.request;
-  cmd->add_option("name", r.name, "Mapping name")->required();
-  cmd->add_option("device", r.device, "Device: a path, or UUID=, PARTUUID=, LABEL=, PARTLABEL=")
-      ->required();
-  cmd->add_option("key", r.key, "Key file, or none (or -) to ask for a passphrase")->required();
-  cmd->add_option("options", r.options, "Comma-separated options (lbscrypttab(5))");
+  add_common_flags(*cmd, flags);
   return cmd;
 }
 
@@ -71,22 +59,6 @@ int generate_command(const GenerateArgs &args, const Services &services, std::os
     return exit_code(written.front().code);
   }
   return tab.errors.empty() && units.errors.empty() ? kExitOk : kExitInvalid;
-}
-
-int attach_command(const AttachArgs &args, const Environment &env, const Services &services,
-                   std::ostream &out, std::ostream &err) {
-  const auto outcome = attach_volume(args.request, env, services.attach);
-  if (!outcome) {
-    print_error(err, outcome.error().message);
-    return exit_code(outcome.error().code);
-  }
-  for (const auto &note : outcome->notes) {
-    print_error(err, note);
-  }
-  out << fmt::format("{}: /dev/mapper/{} ({}){}\n", args.request.name, args.request.name,
-                     outcome->device.dm_node(),
-                     outcome->already_active ? ", already active as lbscrypttab describes it" : "");
-  return kExitOk;
 }
 
 }  // namespace lbscrypt::cli
