@@ -69,7 +69,10 @@ TEST_CASE("options: a sign, junk, another base or overflow is refused, naming th
     CAPTURE(args);
     const auto p = parse(args);
     const std::string max = args.front() == "--sector-size" ? "4294967295" : "18446744073709551615";
-    CHECK(p.refusal == quoted + " is not a number: give decimal digits only, 0 to " + max);
+    std::string want = quoted;
+    want += " is not a number: give decimal digits only, 0 to ";
+    want += max;
+    CHECK(p.refusal == want);
     CHECK(p.sector_size == 512);
     CHECK_FALSE(p.size.has_value());
   }
