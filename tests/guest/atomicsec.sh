@@ -103,13 +103,16 @@ check() {
 # tool_says DISK SS WANT: lbscrypt's word on lbs-at (over /dev/DISK at SS) and on
 # `check --device /dev/DISK --sector-size SS`. WANT "none": no warning; "tear":
 # one line on stderr naming the sector, the disk, its physical block and its
-# atomic unit (read here from sysfs; 0 where there are none), and stdout as
+# atomic unit (read here from sysfs; "no atomic writes" where there are
+# none), and stdout as
 # without --device
 tool_says() {
-	local disk=$1 ss=$2 want=$3 q=/sys/block/$1/queue unit expect out err plain what
+	local disk=$1 ss=$2 want=$3 q=/sys/block/$1/queue unit atomic expect out err plain what
 	unit=$(cat "$q/atomic_write_unit_max_bytes" 2>/dev/null || echo 0)
 	[ "$(cat "$q/atomic_write_unit_min_bytes" 2>/dev/null || echo 0)" != 0 ] || unit=0
-	expect="lbscrypt: warning: a power failure can tear a $ss-byte sector on /dev/$disk: its physical block is $(cat "$q/physical_block_size") bytes and it writes at most $unit bytes atomically (Documentation/dm-crypt-lbs.rst, \"Torn writes\")"
+	atomic="it writes at most $unit bytes atomically"
+	[ "$unit" != 0 ] || atomic="it has no atomic writes"
+	expect="lbscrypt: warning: a power failure can tear a $ss-byte sector on /dev/$disk: its physical block is $(cat "$q/physical_block_size") bytes and $atomic (Documentation/dm-crypt-lbs.rst, \"Torn writes\")"
 	[ "$want" = tear ] || expect=''
 	plain=$(lbscrypt check --target "$target" --sector-size "$ss") ||
 		fail "lbscrypt check --sector-size $ss failed: $plain"

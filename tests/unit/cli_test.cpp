@@ -740,7 +740,7 @@ namespace {
 
 const std::string kTornSdb =
     "lbscrypt: warning: a power failure can tear a 65536-byte sector on /dev/sdb: its physical "
-    "block is 4096 bytes and it writes at most 0 bytes atomically "
+    "block is 4096 bytes and it has no atomic writes "
     "(Documentation/dm-crypt-lbs.rst, \"Torn writes\")\n";
 
 // /dev/sdb: 4096-byte physical blocks, no atomic writes; /dev/sdc: 4096-byte blocks that

@@ -49,7 +49,7 @@ TEST_CASE("torn: a 64K sector over 4096-byte blocks without atomic writes can te
   CHECK(torn->but.empty());
   CHECK(lbscrypt::torn_sector_warning(*torn, "/dev/sdb") ==
         "warning: a power failure can tear a 65536-byte sector on /dev/sdb: its physical block "
-        "is 4096 bytes and it writes at most 0 bytes atomically "
+        "is 4096 bytes and it has no atomic writes "
         "(Documentation/dm-crypt-lbs.rst, \"Torn writes\")");
   // 8192 over the same disk: larger than its block, so it can tear too
   CHECK(lbscrypt::torn_sector(plain_disk(), place(8192)).has_value());
