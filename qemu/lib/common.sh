@@ -157,7 +157,8 @@ tree_image() {
 # qemu/lib/kernel); by default for the pinned release and version of kernels.conf.
 # A build tree's (kind tree, VERSION its path) is keyed by its path, release,
 # .config, Module.symvers and the size and time of its image: a rebuilt tree gets
-# a directory of its own.
+# a directory of its own. A built kernel (kind build) is keyed by its version and
+# the options its fragments set (config_fragment).
 kernel_dir() {
 	kernel_row "$1"
 	[ $# -lt 3 ] || { K_RELEASE=$2 K_VERSION=$3; }
@@ -166,9 +167,8 @@ kernel_dir() {
 		key=$(cache_key "$K_VERSION" "$K_RELEASE" "$K_VERSION/.config" "$K_VERSION/Module.symvers" \
 			"$(stat -c '%s %Y' "$K_VERSION/$(tree_image "$K_ARCH")" 2>/dev/null || true)")
 	elif [ "$K_KIND" = build ]; then
-		local -a files
-		mapfile -t files < <(config_files "$K_ID")
-		key=$(cache_key "$K_VERSION" "${files[@]}")
+		# the options the fragments set, not their text: a comment changes no kernel
+		key=$(cache_key "$K_VERSION" "$(config_fragment "$K_ID")")
 	else
 		key=$(cache_key "$K_RELEASE" "$K_VERSION")
 	fi
