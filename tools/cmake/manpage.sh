@@ -2,8 +2,8 @@
 # tools/cmake/manpage.sh RST VERSION OUT: write to OUT Documentation/lbscrypt.rst
 # rearranged as the source of the lbscrypt(8) manual page for rst2man (the build
 # runs it, tools/cmake/Install.cmake): man page header fields, SYNOPSIS first,
-# the introduction as DESCRIPTION, the other sections in their order except those
-# about building or installing from this source, SEE ALSO.  The date is
+# the introduction as DESCRIPTION, the other sections in their order except the
+# one on installing the Debian package, SEE ALSO.  The date is
 # SOURCE_DATE_EPOCH's (dpkg-buildpackage sets it from debian/changelog), else
 # RST's modification time.
 set -euo pipefail
@@ -33,7 +33,7 @@ HEADER
 
 # A section title is a line underlined by '=' of its own length; the document
 # title is the one with an overline as well.
-awk -v skip='Building and testing|Installing the Debian package' '
+awk -v skip='Installing the Debian package' '
 	{ line[NR] = $0 }
 	END {
 		n = 0
