@@ -151,7 +151,7 @@ fuzz-check: kmod
 
 # Argument fuzzing of lbscrypt under ASan/UBSan (tests/harden/argfuzz.py; runs as
 # nobody when root, so no device is touched): ARGFUZZ_COUNT command lines,
-# 300 in make check, 3000 under make harden.
+# 300 in make check-full, 3000 under make harden.
 ARGFUZZ_COUNT ?= 300
 tools-fuzz: tools-asan-build
 	@python3 tests/harden/argfuzz.py $(TOOLS_BUILD_DIR)/asan/lbscrypt --count $(ARGFUZZ_COUNT) \
@@ -186,28 +186,31 @@ rig-host-test: deps
 # that fails. The tool's unit tests run under ASan/UBSan (tools-asan); the amd64
 # package is built without them (DEB_BUILD_OPTIONS=nocheck: `make deb` alone runs
 # them in the package build, valgrind included). A word A+B+C runs B, then C,
-# beside A: fetch-check (downloads into a cache of its own) beside kmod-lint (the
-# kernel builds on a cold machine); beside the guest tests, which keep about 1.4
-# of the two cores busy, the tool's compiles first (tools-asan, tools-fuzz,
+# beside A: fetch-check (downloads into a cache of its own) and the packages'
+# build (deb) beside kmod-lint (the kernel builds on a cold machine, whose
+# unpacking and linking leave a core idle); beside the guest tests, which keep
+# about 1.4 of the two cores busy, the tool's compiles first (tools-asan,
 # tools-lint), then the checks that build or boot one thing at a time
 # (matrix-check, dkms-check, initramfs-check, fuzz-check, bench-smoke,
 # rig-test), which fill the cores the two lanes leave idle once the compiles are
 # done (module builds take a lock per kernel: qemu/lib/build-module).
-# `make tools-lint` alone also tidies the tests (about 30 s a file).
-CHECK_STAGES := deps lint-shell rig-host-test kmod-lint+fetch-check kmod deb deb-lint \
-	guest-test+tools-asan+tools-fuzz+tools-lint+matrix-check+dkms-check+initramfs-check+fuzz-check+bench-smoke+rig-test
+# `make tools-lint` alone also tidies the tests (about 30 s a file); the tool's
+# argument fuzzing (tools-fuzz) is in check-full and make harden.
+CHECK_STAGES := deps lint-shell rig-host-test kmod-lint+fetch-check+deb kmod deb-lint \
+	guest-test+tools-asan+tools-lint+matrix-check+dkms-check+initramfs-check+fuzz-check+bench-smoke+rig-test
 check:
 	@qemu/lib/stages TOOLS_TIDY_DIRS=tools/src DEB_BUILD_OPTIONS=nocheck \
 		$(if $(filter command line,$(origin KERNELS)),KERNELS="$(KERNELS)") $(CHECK_STAGES)
 
 # make check-full: what make check leaves out for its budget (Documentation/testing.rst):
 # the kernels of qemu/kernels-extra.conf beside make check's, each with the matrix and
-# dkms-check, every guest test on every kernel (LBS_GUEST_ALL=1), and the matrix on a
-# build tree with dm-crypt built in (matrix-tree-check). Hours, not minutes.
+# dkms-check, every guest test on every kernel (LBS_GUEST_ALL=1), the matrix on a
+# build tree with dm-crypt built in (matrix-tree-check) and the tool's argument
+# fuzzing (tools-fuzz, 300 lines). Hours, not minutes.
 FULL_KERNELS := $(KERNELS) $(shell awk '!/^\#/ && NF { print $$1 }' $(TOP)/qemu/kernels-extra.conf)
 check-full: deps
 	@$(MAKE) --no-print-directory matrix-check dkms-check guest-test KERNELS="$(FULL_KERNELS)" LBS_GUEST_ALL=1
-	@$(MAKE) --no-print-directory matrix-tree-check
+	@$(MAKE) --no-print-directory matrix-tree-check tools-fuzz
 
 # make matrix KERNEL=PATH on a build tree with dm-crypt built in (tests/matrix-tree-check;
 # its first run builds that tree into the cache). Part of check-full.
