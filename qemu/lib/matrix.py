@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The matrix's records: assemble the guests' MATRIX lines into results.json,
-print the table, and check results against tests/expected/matrix.tsv.
+"""The matrix's records: assemble the guests' MATRIX lines into results.json
+and print the table (make matrix). Judging them against the rules of
+tests/expected/matrix.tsv is tests/expected/matrix_judge.py's (make matrix-check).
 
 A MATRIX line carries one JSON record of `lbscrypt matrix --json` (tests/guest/matrix.sh);
 the tab-separated fields of the shell loop that preceded it are still read:
@@ -8,16 +9,9 @@ the tab-separated fields of the shell loop that preceded it are still read:
 Each kernel's raw files, written by qemu/matrix: NAME.meta (kernel, arch, page size,
 release), NAME.tsv (the MATRIX lines) and NAME.targets (target and version, as the
 guest's `dmsetup targets` shows them: every record's version must be that).
-
-The expectations of a cell follow from its target, the version that target reports
-and the kernel's page size, never from which kernel it is: the stock target before
-1.30.0 takes the `stock` rules of matrix.tsv (4096 at most, the 16-bit truncation),
-at 1.30.0 or later the `stock-1.30` ones (up to the page size). A kernel of the rig
-has its stock target's version pinned by the `version` lines for its series; a
-kernel given by its build tree's path (make matrix KERNEL=PATH) reports its own."""
+"""
 
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -144,91 +138,9 @@ def table(results):
     print(LEGEND)
 
 
-# The first version of the crypt target that takes sector sizes up to the page size.
-LARGE_SECTORS = (1, 30, 0)
-
-
-def _version(text):
-    """A target version as a tuple of numbers, () when it is not one."""
-    return tuple(int(p) for p in text.split(".")) if re.fullmatch(r"[0-9]+(\.[0-9]+)*", text) else ()
-
-
-def rules_of(rec):
-    """Which rules of matrix.tsv a record is held to: ours always to its own; the
-    stock target by the version it reports."""
-    if rec["target"] == "stock" and _version(rec["target_version"]) >= LARGE_SECTORS:
-        return "stock-1.30"
-    return rec["target"]
-
-
 def from_tree(kernel):
     """A kernel given by its build tree's path (make matrix KERNEL=PATH), not a rig id."""
     return kernel.startswith("/")
-
-
-def check(results, expected):
-    """Compare every cell with the rules in the expectation file; print each
-    difference and return (cells checked, cells that differ)."""
-    rules = []
-    versions = {}
-    for line in Path(expected).read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if line.startswith("version "):
-            # version TARGET SERIES VERSION: the target's version on every kernel
-            # of that series (the series of kernel_release: 7.2 of 7.2.13-...)
-            _, target, series, version = line.split()
-            versions[(target, series)] = version
-            continue
-        rules.append(line.split())
-    records = json.loads(Path(results).read_text())
-    seen = set()
-    bad = set()
-
-    def expect(rec):
-        for target, page, arg, outcome, recorded, lbs, version, err in rules:
-            if target == rules_of(rec) and page in ("*", str(rec["page_size"])) and arg == rec["sector_size"]:
-                return outcome, recorded, lbs, version, err
-        return None
-
-    for rec in records:
-        where = f"{rec['kernel']} {rec['target']} sector_size:{rec['sector_size']}"
-        cell = (rec["kernel"], rec["target"], rec["sector_size"])
-        seen.add(cell)
-        exp = expect(rec)
-        if exp is None:
-            print(f"MISMATCH {where}: no expectation for this cell")
-            bad.add(cell)
-            continue
-        outcome, recorded, lbs, version, err = exp
-        observed = (rec["outcome"], str(rec["recorded"]) if rec["recorded"] is not None else "-",
-                    str(rec["logical_block_size"]) if rec["logical_block_size"] is not None else "-")
-        if observed != (outcome, recorded, lbs):
-            print(f"MISMATCH {where}: expected outcome={outcome} recorded={recorded} "
-                  f"logical_block_size={lbs}, observed outcome={observed[0]} recorded={observed[1]} "
-                  f"logical_block_size={observed[2]}")
-            bad.add(cell)
-        if version == "*" and not from_tree(rec["kernel"]):
-            series = re.match(r"[0-9]+[.][0-9]+", rec["kernel_release"])
-            version = versions.get((rec["target"], series.group(0) if series else None), "*")
-        if version != "*" and rec["target_version"] != version:
-            print(f"MISMATCH {where}: expected target version {version}, observed {rec['target_version']}")
-            bad.add(cell)
-        if rec.get("agrees") is False:
-            print(f"MISMATCH {where}: lbscrypt's predict() does not say what the kernel did")
-            bad.add(cell)
-        if err == "names-arg" and (rec["error"] is None or rec["sector_size"] not in rec["error"]):
-            print(f"MISMATCH {where}: the ti->error must name the value {rec['sector_size']!r}, "
-                  f"observed {rec['error']!r}")
-            bad.add(cell)
-    # Every kernel and target that ran must have every argument.
-    for kernel, target in {(k, t) for k, t, _ in seen}:
-        for arg in ARGS:
-            if (kernel, target, arg) not in seen:
-                print(f"MISMATCH {kernel} {target} sector_size:{arg}: no result")
-                bad.add((kernel, target, arg))
-    return len(seen | bad), len(bad)
 
 
 def main(argv):
@@ -236,13 +148,8 @@ def main(argv):
         assemble(argv[2], argv[3])
     elif len(argv) == 3 and argv[1] == "table":
         table(argv[2])
-    elif len(argv) == 4 and argv[1] == "check":
-        cells, bad = check(argv[2], argv[3])
-        print(f"matrix check: {cells - bad} passed, {bad} failed")
-        return 1 if bad else 0
     else:
-        print("usage: matrix.py assemble RAWDIR OUT | table RESULTS | check RESULTS EXPECTED",
-              file=sys.stderr)
+        print("usage: matrix.py assemble RAWDIR OUT | table RESULTS", file=sys.stderr)
         return 2
     return 0
 

@@ -6,7 +6,7 @@
 # One record per cell (read by qemu/matrix and qemu/lib/matrix.py):
 #   MATRIX <tab> <the tool's JSON record>
 # and, first, the version each target reports in `dmsetup targets`, from which
-# qemu/lib/matrix.py takes the stock target's expectations:
+# tests/expected/matrix_judge.py takes the stock target's expectations:
 #   DMTARGET <tab> <target> <tab> <version>
 # Cells where the kernel and predict() differ are reported here and kept in the
 # records ("agrees": false); `make matrix-check` fails on them.
