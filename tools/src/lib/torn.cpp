@@ -71,8 +71,9 @@ std::optional<TornSector> torn_sector(const WriteGeometry &geometry, const Mappi
 std::string torn_sector_warning(const TornSector &torn, const std::string &device) {
   // a device without atomic writes says so; one with them, the largest it takes
   const std::string atomic =
-      torn.atomic_unit == 0 ? std::string("it has no atomic writes")
-                            : fmt::format("it writes at most {} bytes atomically", torn.atomic_unit);
+      torn.atomic_unit == 0
+          ? std::string("it has no atomic writes")
+          : fmt::format("it writes at most {} bytes atomically", torn.atomic_unit);
   return fmt::format(
       "warning: a power failure can tear a {}-byte sector on {}: its physical block is {} bytes "
       "and {}{}{} (Documentation/dm-crypt-lbs.rst, \"Torn writes\")",
