@@ -24,7 +24,7 @@ TOOLS_TIDY_SOURCES = $(shell find $(TOOLS_TIDY_DIRS) -name '*.cpp')
 .PHONY: tools tools-configure tools-test tools-asan-build tools-asan tools-lint tools-arm64
 
 tools-configure:
-	@cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/host -DCMAKE_BUILD_TYPE=RelWithDebInfo $(TOOLS_CMAKE_FLAGS) >/dev/null
+	@cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/host -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLBSCRYPT_UNITY=OFF $(TOOLS_CMAKE_FLAGS) >/dev/null
 
 tools: tools-configure
 	@cmake --build $(TOOLS_BUILD_DIR)/host -j $(TOOLS_JOBS)

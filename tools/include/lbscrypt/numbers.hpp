@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// Strict decimal numbers: digits only, no sign, no spaces, no trailing characters, no overflow.
+// Numbers: strict decimal parsing (digits only, no sign, no spaces, no trailing characters, no
+// overflow), powers of two, and the 512-byte sector device-mapper counts in.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,9 @@
 #include <string_view>
 
 namespace lbscrypt {
+
+// device-mapper's sector: table lengths, offset, skip and iv_offset count these
+inline constexpr std::uint32_t kSectorBytes = 512;
 
 [[nodiscard]] std::optional<std::uint64_t> parse_decimal_u64(std::string_view text);
 [[nodiscard]] std::optional<std::uint32_t> parse_decimal_u32(std::string_view text);

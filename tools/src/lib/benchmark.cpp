@@ -13,12 +13,11 @@ namespace lbscrypt {
 
 namespace {
 
-constexpr std::uint32_t kSectorBytes = 512;
 constexpr double kMiB = 1024.0 * 1024.0;
 
 // IV modes whose IV is a function of the sector number alone: one request per unit does them.
-constexpr std::array<std::string_view, 6> kIvModes = {"plain", "plain64", "plain64be",
-                                                      "benbi", "null",    "essiv"};
+constexpr std::array<std::string_view, 6> kBenchmarkIvModes = {"plain", "plain64", "plain64be",
+                                                               "benbi", "null",    "essiv"};
 
 // Ciphers with 64-bit blocks (their IV is 8 bytes); the others dm-crypt users meet have 128.
 constexpr std::array<std::string_view, 4> kSmallBlockCiphers = {"des", "des3_ede", "blowfish",
@@ -138,10 +137,11 @@ Result<KernelCipher> kernel_cipher(const CipherSpec &spec,
   }
   if (spec.ivmode.empty()) {
     k.iv_bytes = 0;  // ecb: no IV
-  } else if (std::find(kIvModes.begin(), kIvModes.end(), spec.ivmode) == kIvModes.end()) {
+  } else if (std::find(kBenchmarkIvModes.begin(), kBenchmarkIvModes.end(), spec.ivmode) ==
+             kBenchmarkIvModes.end()) {
     return cannot(spec, fmt::format("IV mode {} needs more than the sector number per request; "
                                     "AF_ALG measures {}",
-                                    spec.ivmode, fmt::join(kIvModes, ", ")));
+                                    spec.ivmode, fmt::join(kBenchmarkIvModes, ", ")));
   }
   const std::string inner = driver      ? *driver
                             : spec.capi ? spec.cipher

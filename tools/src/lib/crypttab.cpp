@@ -22,7 +22,6 @@ namespace lbscrypt {
 namespace {
 
 constexpr std::size_t kMaxMappingName = 127;  // DM_NAME_LEN 128 with its NUL
-constexpr std::uint64_t kSectorBytes = 512;   // offset= and skip= count these
 
 Error bad(std::string message) { return make_error(Errc::invalid_argument, std::move(message)); }
 

@@ -17,8 +17,6 @@ namespace lbscrypt {
 
 namespace {
 
-constexpr std::uint32_t kSectorBytes = 512;
-
 bool supports_large_sectors(const TargetVersion &version) { return version >= kLargeSectorVersion; }
 
 // The bound a kernel of this version applies, before any question of mapping type.

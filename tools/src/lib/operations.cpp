@@ -15,8 +15,6 @@ namespace lbscrypt {
 
 namespace {
 
-constexpr std::uint64_t kSectorBytes = 512;
-
 Result<void> gate(std::uint64_t sector_size, const KnownCapabilities &known, MappingType type) {
   if (!known.target_loaded && type == MappingType::plain && sector_size > kPortableMaxSectorSize &&
       sector_size <= kBlockLayerMaxSectorSize && is_power_of_two(sector_size)) {

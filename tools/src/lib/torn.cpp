@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "lbscrypt/torn.hpp"
 
+#include "lbscrypt/numbers.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,8 +10,6 @@
 namespace lbscrypt {
 
 namespace {
-
-constexpr std::uint64_t kSectorBytes = 512;
 
 // The largest atomic write the device takes for the target's pieces, as kmod/atomic.c
 // computes it: the unit (no larger than atomic_write_max_bytes), within what the segments
