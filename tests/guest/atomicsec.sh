@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # DESCRIPTION: ours writes whole sectors atomically where the disk can
 # BOOT: both
-# KERNELS: all -arm64-4k-6.1
-#   every kernel with atomic writes (6.11 on): 6.12 and 7.3
+# KERNELS: all -arm64-4k-6.1 -arm64-4k
+#   every kernel with atomic writes (6.11 on): 6.12 and 7.3; arm64-4k in
+#   make check-full: arm64-16k runs Debian's same 6.12 arm64 build, amd64-4k
+#   6.12 with 4K pages
 # FULL-KERNELS: all
 # LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
 # NEEDS: scsi_debug tool

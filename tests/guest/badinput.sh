@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # DESCRIPTION: bad tables and messages are refused, nothing is lost
 # BOOT: both
-# KERNELS: all
+# KERNELS: all -arm64-4k
+#   arm64-4k in make check-full: arm64-4k-6.1 covers arm64's 4K pages,
+#   arm64-16k Debian's 6.12 arm64 build
 # FULL-KERNELS: all
 # LIMIT: 180 many cases, many process starts
 # NEEDS: none

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # DESCRIPTION: O_DIRECT not aligned to the sector is EINVAL, never EIO or wrong data
 # BOOT: both
-# KERNELS: all
+# KERNELS: all -arm64-4k
+#   arm64-4k in make check-full: arm64-4k-6.1 covers arm64's 4K pages,
+#   arm64-16k Debian's 6.12 arm64 build
 # FULL-KERNELS: all
 # LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
 # NEEDS: none

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # DESCRIPTION: lbscrypt benchmark through the guest kernel's AF_ALG
 # BOOT: lbscrypt
-# KERNELS: all
+# KERNELS: all -arm64-4k
+#   arm64-4k in make check-full: arm64-4k-6.1 covers arm64's 4K pages,
+#   arm64-16k Debian's 6.12 arm64 build
 # FULL-KERNELS: all
 # LIMIT: 120 ~20 s on arm64-64k, the engine's 20 ms a request included
 # NEEDS: tool engine
