@@ -13,7 +13,9 @@
 
 #include "cli.hpp"
 #include "fakes.hpp"
+#include "lbscrypt/reencrypt_registry.hpp"
 #include "output.hpp"
+#include "temp_dir.hpp"
 
 using lbscrypt::test::FakeBlockDevices;
 using lbscrypt::test::FakeKernel;
@@ -120,9 +122,13 @@ struct Cli {
     };
     services.installed_tool = "/usr/sbin/lbscrypt";
     services.attach.key_file_mode = [](const std::string &) { return std::optional(0100400U); };
+    services.reencrypt_registry = registry;
     return lbscrypt::cli::run(args, out, err, services);
   }
   std::map<std::string, std::string> files;  // what read_file finds
+  // The registry of reencrypt runs open, attach and tab list consult: none unless a test
+  // gives one (the machine's own is never read).
+  std::optional<std::filesystem::path> registry;
 };
 
 }  // namespace
@@ -922,7 +928,7 @@ TEST_CASE("cli: an unknown command is refused in one line that names the command
   Cli cli;
   const std::string commands =
       "give one of table, open, close, status, check, matrix, benchmark, tab, generate-units, "
-      "attach (lbscrypt --help says what each does)\n";
+      "attach, reencrypt (lbscrypt --help says what each does)\n";
   CHECK(cli.run({"frobnicate", "/dev/ram0"}) == lbscrypt::cli::kExitInvalid);
   CHECK(cli.err.str() == "lbscrypt: 'frobnicate' is not a command: " + commands);
   CHECK(cli.out.str().empty());
@@ -1011,4 +1017,58 @@ TEST_CASE("cli open and attach: the same warnings for the same volume", "[cli][t
   REQUIRE(cli.run({"close", "vol"}) == 0);
   REQUIRE(cli.run(attach_line("/dev/sdc")) == 0);
   CHECK(cli.err.str().empty());
+}
+
+TEST_CASE(
+    "cli tab list and attach: a volume being reencrypted is listed with a warning, and "
+    "attach refuses it",
+    "[cli][boot][reencrypt]") {
+  Cli cli;
+  const lbscrypt::test::TempDir dir;
+  const auto registry = dir.path / "reencrypt";
+  cli.registry = registry;
+  cli.devices.sizes["/nonexistent-lbscrypt/vdz"] = 64ULL * 1024 * 1024;
+  const std::string options = "cipher=aes-xts-plain64,size=256,sector-size=4096";
+  cli.files["/t"] = "mid /nonexistent-lbscrypt/vdz " + kKeyFile + " " + options +
+                    ",x-initrd.attach\n" + "ram /dev/ram0 " + kKeyFile + " " + options + "\n";
+  REQUIRE(cli.run({"tab", "list", "--tab", "/t"}) == 0);
+  const std::string records = cli.out.str();
+  CHECK(cli.err.str().empty());
+  REQUIRE(lbscrypt::add_entry(
+              registry, lbscrypt::RegistryEntry{1, "/nonexistent-lbscrypt/vdz",
+                                                "path-/nonexistent-lbscrypt/vdz", "/srv/vdz.state",
+                                                "0123456789abcdef0123456789abcdef"})
+              .ok());
+  const std::string warning =
+      "lbscrypt: warning: mid: /nonexistent-lbscrypt/vdz is being reencrypted (state "
+      "/srv/vdz.state): attach refuses it until 'lbscrypt reencrypt --resume --state "
+      "/srv/vdz.state ...' has finished\n";
+  CHECK(cli.run({"tab", "list", "--tab", "/t"}) == 0);
+  CHECK(cli.out.str() == records);  // the records as before: scripts read them
+  CHECK(cli.err.str() == warning);
+  CHECK(cli.run({"tab", "list", "--tab", "/t", "--initrd"}) == 0);
+  CHECK(cli.err.str() == warning);
+  // --registry names another: an empty one
+  CHECK(cli.run({"tab", "list", "--tab", "/t", "--registry", (dir.path / "none").string()}) == 0);
+  CHECK(cli.err.str().empty());
+  // attach refuses before the key (the key file would do: it is never read)
+  CHECK(cli.run({"attach", "mid", "/nonexistent-lbscrypt/vdz", kKeyFile, options}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() ==
+        "lbscrypt: /nonexistent-lbscrypt/vdz is being reencrypted (state /srv/vdz.state): "
+        "finish with 'lbscrypt reencrypt --resume --state /srv/vdz.state ...' before opening "
+        "it\n");
+  CHECK(cli.kernel.creates == 0);
+  CHECK(cli.run({"open", "--key-file", kKeyFile, "/nonexistent-lbscrypt/vdz", "mid"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.kernel.creates == 0);
+  CHECK(cli.run({"attach", "ram", "/dev/ram0", kKeyFile, options}) == 0);
+  CHECK(cli.kernel.creates == 1);
+  // a damaged entry: tab list lists, says so, and exits 1 (the initramfs hook then fails)
+  { std::ofstream(registry / "wwid-torn.json") << "["; }
+  CHECK(cli.run({"tab", "list", "--tab", "/t"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.out.str() == records);
+  CHECK_THAT(
+      cli.err.str(),
+      Catch::StartsWith("lbscrypt: " + (registry / "wwid-torn.json").string() + ": not JSON ("));
 }

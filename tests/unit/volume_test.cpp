@@ -2,11 +2,14 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "fakes.hpp"
+#include "lbscrypt/reencrypt_registry.hpp"
 #include "lbscrypt/volume.hpp"
+#include "temp_dir.hpp"
 
 using lbscrypt::Errc;
 using lbscrypt::Result;
@@ -145,4 +148,48 @@ TEST_CASE("open_volume: a failed check closes the mapping, again() decides anoth
     CHECK(rig.keys_asked == std::vector<std::uint32_t>{1});
     CHECK(rig.kernel.mappings.empty());
   }
+}
+
+TEST_CASE("open_volume: a device being reencrypted is refused before anything, no key asked",
+          "[volume][reencrypt]") {
+  Rig rig;
+  const lbscrypt::test::TempDir dir;
+  const auto registry = dir.path / "reencrypt";
+  rig.env.reencrypt_registry = registry;
+  // a path that is nothing on this machine: the registry matches it by its canonical path
+  rig.request.mapping.device = "/nonexistent-lbscrypt/vdz";
+  rig.devices.sizes["/nonexistent-lbscrypt/vdz"] = 64ULL * 1024 * 1024;
+  REQUIRE(lbscrypt::open_volume(rig.request, rig.env, rig.steps).ok());  // no registry yet
+  REQUIRE(lbscrypt::close_mapping("vol", rig.env).ok());
+  rig.order.clear();
+  rig.keys_asked.clear();
+  REQUIRE(lbscrypt::add_entry(
+              registry, lbscrypt::RegistryEntry{1, "/nonexistent-lbscrypt/vdz",
+                                                "path-/nonexistent-lbscrypt/vdz", "/srv/vdz.state",
+                                                "0123456789abcdef0123456789abcdef"})
+              .ok());
+  const auto refused = lbscrypt::open_volume(rig.request, rig.env, rig.steps);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::refused);
+  CHECK(refused.error().message ==
+        "/nonexistent-lbscrypt/vdz is being reencrypted (state /srv/vdz.state): finish with "
+        "'lbscrypt reencrypt --resume --state /srv/vdz.state ...' before opening it");
+  CHECK(rig.order.empty());  // neither planned nor asked for a key
+  CHECK(rig.kernel.creates == 1);
+  // another device opens as before
+  rig.request.mapping.device = "/dev/sdb";
+  CHECK(lbscrypt::open_volume(rig.request, rig.env, rig.steps).ok());
+  CHECK(rig.keys_asked == std::vector<std::uint32_t>{1});
+  REQUIRE(lbscrypt::close_mapping("vol", rig.env).ok());
+  // a damaged entry: every open is refused, naming it
+  { std::ofstream(registry / "wwid-torn.json") << "{"; }
+  rig.keys_asked.clear();
+  const auto damaged = lbscrypt::open_volume(rig.request, rig.env, rig.steps);
+  REQUIRE_FALSE(damaged.ok());
+  CHECK_THAT(damaged.error().message,
+             Catch::StartsWith((registry / "wwid-torn.json").string() + ": not JSON"));
+  CHECK(rig.keys_asked.empty());
+  // no registry consulted at all
+  rig.env.reencrypt_registry.reset();
+  CHECK(lbscrypt::open_volume(rig.request, rig.env, rig.steps).ok());
 }

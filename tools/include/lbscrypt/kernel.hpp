@@ -44,6 +44,9 @@ struct CreateRequest {
   std::uint64_t length = 0;  // 512-byte sectors
   SecretBuffer params;
   bool read_only = false;
+  // A mapping for the tool's own use (reencrypt's): udev neither probes it nor links it
+  // (the udev flags cryptsetup gives its temporary devices).
+  bool private_device = false;
 };
 
 // dm-crypt-lbs's module name: what the units load before attaching (modprobe@.service, as

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The one open sequence `lbscrypt open` and `lbscrypt attach` share, in this order: every
+// The one open sequence `lbscrypt open` and `lbscrypt attach` share, in this order: a device
+// with a reencrypt run in progress (env.reencrypt_registry) is refused; every
 // check of the table and the running kernel (nothing is asked for a table that cannot load);
 // a mapping already active as asked is success without a key; a device in use is refused;
 // then the key, the mapping and, where one is given, a check of its content that closes it

@@ -9,9 +9,11 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -25,11 +27,14 @@
 #include "check_cmd.hpp"
 #include "close_cmd.hpp"
 #include "generate_cmd.hpp"
+#include "lbscrypt/reencrypt_io.hpp"
+#include "lbscrypt/reencrypt_plan.hpp"
 #include "lbscrypt/version.hpp"
 #include "matrix_cmd.hpp"
 #include "open_cmd.hpp"
 #include "options.hpp"
 #include "output.hpp"
+#include "reencrypt_cmd.hpp"
 #include "status_cmd.hpp"
 #include "tab_cmd.hpp"
 #include "table_cmd.hpp"
@@ -50,6 +55,18 @@ Result<std::string> read_text_file(const std::string &path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// Now in UTC, ISO 8601 to the second, for the state file's people.
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  if (gmtime_r(&now, &utc) == nullptr) {
+    return {};
+  }
+  std::array<char, 32> text{};
+  const std::size_t n = std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return {text.data(), n};
 }
 
 }  // namespace
@@ -115,6 +132,15 @@ Services system_services() {
   }
   s.read_file = read_text_file;
   s.installed_tool = kInstalledTool;
+  s.reencrypt.make_io = [](Kernel &kernel,
+                           const std::string &target_type) -> ReencryptServices::MakeIo {
+    return [&kernel, target_type](const ReencryptState &state, const SecretBuffer &old_key,
+                                  const SecretBuffer &new_key) {
+      return open_reencrypt_io(kernel, state, old_key, new_key, target_type);
+    };
+  };
+  s.reencrypt.make_prober = make_blkid_prober;
+  s.reencrypt.now_utc = utc_now;
   return s;
 }
 
@@ -198,6 +224,7 @@ struct Args {
   TabArgs tab;
   GenerateArgs generate;
   AttachArgs attach;
+  ReencryptArgs reencrypt;
 };
 
 struct Command {
@@ -237,6 +264,8 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
        [&] { return generate_command(a.generate, services, err); }},
       {add_attach_command(app, a.attach, f),
        [&] { return attach_command(a.attach, f, services, out, err); }},
+      {add_reencrypt_command(app, a.reencrypt, f),
+       [&] { return reencrypt_command(a.reencrypt, f, services, out, err); }},
   };
   if (const auto done = parse(app, args, out, err)) {
     return *done;

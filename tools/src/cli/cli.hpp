@@ -3,9 +3,11 @@
 // of main.cpp so the tests can drive it with fakes and string streams.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,8 @@
 #include "lbscrypt/kernel.hpp"
 #include "lbscrypt/keys.hpp"
 #include "lbscrypt/matrix.hpp"
+#include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt_run.hpp"
 #include "lbscrypt/result.hpp"
 #include "tty.hpp"
 
@@ -32,6 +36,17 @@ enum ExitCode : int {
 
 [[nodiscard]] int exit_code(Errc code);
 
+// For reencrypt: the private mappings' I/O on a kernel, the filesystem probe, the clock, and
+// where the registry and sysfs are (tests point them at a temporary directory).
+struct ReencryptServices {
+  using MakeIo = std::function<Result<std::unique_ptr<DeviceReencryptIo>>(
+      const ReencryptState &, const SecretBuffer &, const SecretBuffer &)>;
+  std::function<MakeIo(Kernel &, const std::string &target_type)> make_io;
+  std::function<std::unique_ptr<FilesystemProber>()> make_prober;
+  std::function<std::string()> now_utc;
+  std::optional<std::filesystem::path> sysfs;
+};
+
 struct Services {
   std::function<std::unique_ptr<Kernel>()> make_kernel;
   std::function<std::unique_ptr<BlockDevices>()> make_devices;
@@ -46,10 +61,16 @@ struct Services {
   // lbscrypt the units run.
   std::function<Result<std::string>(const std::string &path)> read_file;
   std::string installed_tool;
+  // For open, attach and tab list: the registry of reencrypt runs in progress (nullopt: none
+  // is consulted).
+  std::optional<std::filesystem::path> reencrypt_registry{
+      std::filesystem::path(kReencryptRegistry)};
 
   // For matrix: the kernel log and sysfs; it refuses to run without root.
   std::function<std::unique_ptr<KernelObserver>()> make_observer;
   bool is_root = false;
+
+  ReencryptServices reencrypt;
 };
 
 // The real services: libdevmapper, the system's block devices, the controlling terminal.

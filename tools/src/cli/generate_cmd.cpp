@@ -46,6 +46,11 @@ int generate_command(const GenerateArgs &args, const Services &services, std::os
   const auto source = std::filesystem::absolute(args.tab, ec);  // SourcePath= must be absolute
   const GeneratorSettings settings{args.tool.empty() ? services.installed_tool : args.tool,
                                    ec ? args.tab : source.string()};
+  // A volume with a reencrypt run in progress gets its unit as any other: generators run
+  // before udev has made every device (the registry matches a device by what sysfs says of
+  // it), and a missing unit would fail what needs it with a bare "not found". Its attach
+  // refuses at start, naming the run's state file (open_volume): that volume fails clearly
+  // and the rest of the boot goes on.
   // Every volume that can be written is, whatever failed before it; the exit status tells.
   const GeneratedUnits units = generate_units(tab.entries, settings);
   for (const Error &error : units.errors) {

@@ -7,64 +7,18 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
-#include <csignal>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "lbscrypt/table.hpp"
 #include "output.hpp"
+#include "stop_signal.hpp"
 
 namespace lbscrypt::cli {
 
 namespace {
 
 using nlohmann::json;
-
-constexpr std::array<int, 3> kStopSignals = {SIGINT, SIGTERM, SIGHUP};
-
-// Set by the handler; run_matrix() polls it between cells and returns, its devices removed.
-std::atomic<bool> g_stop{false};  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
-volatile std::sig_atomic_t g_signo =
-    0;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
-static_assert(std::atomic<bool>::is_always_lock_free);
-
-extern "C" void request_stop(int signo) {
-  g_signo = signo;
-  g_stop.store(true);
-}
-
-// Installs the handlers for its lifetime; afterwards re-raises the signal that stopped the
-// run, so the caller's shell sees the usual 128+N once everything is cleaned up.
-class StopOnSignal {
- public:
-  StopOnSignal() {
-    g_stop.store(false);
-    g_signo = 0;
-    struct sigaction action {};
-    action.sa_handler = request_stop;  // NOLINT(*-union-access)
-    sigemptyset(&action.sa_mask);
-    for (std::size_t i = 0; i < kStopSignals.size(); ++i) {
-      sigaction(kStopSignals.at(i), &action, &previous_.at(i));
-    }
-  }
-  StopOnSignal(const StopOnSignal &) = delete;
-  StopOnSignal &operator=(const StopOnSignal &) = delete;
-  StopOnSignal(StopOnSignal &&) = delete;
-  StopOnSignal &operator=(StopOnSignal &&) = delete;
-  ~StopOnSignal() {
-    for (std::size_t i = 0; i < kStopSignals.size(); ++i) {
-      sigaction(kStopSignals.at(i), &previous_.at(i), nullptr);
-    }
-    if (g_signo != 0) {
-      static_cast<void>(raise(g_signo));
-    }
-  }
-
- private:
-  std::array<struct sigaction, kStopSignals.size()> previous_{};
-};
 
 struct System {
   std::string release;
@@ -213,7 +167,7 @@ int matrix_command(const MatrixArgs &args, const Services &services, std::ostrea
   }
   options.sizes = *sizes;
   options.name_prefix = fmt::format("lbscrypt-matrix-{}", getpid());
-  options.stop = &g_stop;
+  options.stop = &StopOnSignal::flag();
   const auto kernel = services.make_kernel();
   const auto observer = services.make_observer();
   Result<MatrixReport> report = make_error(Errc::kernel, "not run");

@@ -85,6 +85,7 @@ Result<Session> make_session(const EnvironmentArgs &args, const Services &servic
   }
   session.devices = services.make_devices();
   env.devices = session.devices.get();
+  env.reencrypt_registry = services.reencrypt_registry;
   return session;
 }
 

@@ -3,8 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <optional>
 #include <ostream>
 
+#include "lbscrypt/reencrypt_registry.hpp"
+#include "options.hpp"
 #include "output.hpp"
 
 namespace lbscrypt::cli {
@@ -21,6 +25,9 @@ CLI::App *add_tab_command(CLI::App &app, TabArgs &args) {
   list->add_option("--tab", args.tab, "The lbscrypttab to read")->capture_default_str();
   list->add_flag("--initrd", args.initrd,
                  "Only the volumes the initramfs opens (x-initrd.attach, not noauto)");
+  add_text(
+      *list, "--registry", args.registry,
+      fmt::format("The registry of reencrypt runs in progress (default {})", kReencryptRegistry));
   return cmd;
 }
 
@@ -45,9 +52,26 @@ int tab_command(const TabArgs &args, const Services &services, std::ostream &out
     print_error(err, tab.errors[i].message);
     refused = true;
   }
+  const auto registry = args.registry ? std::optional<std::filesystem::path>(*args.registry)
+                                      : services.reencrypt_registry;
+  bool registry_failed = false;
   for (const TabEntry &entry : tab.entries) {
-    if (!args.initrd || opened_by_initrd(entry)) {
-      out << tab_record(entry) << '\n';
+    if (args.initrd && !opened_by_initrd(entry)) {
+      continue;
+    }
+    out << tab_record(entry) << '\n';
+    if (!registry || registry_failed) {
+      continue;
+    }
+    const auto run = find_entry(*registry, entry.path);
+    if (!run) {
+      print_error(err, run.error().message);
+      registry_failed = true;
+    } else if (*run) {
+      print_error(err, fmt::format("warning: {}: {} is being reencrypted (state {}): attach "
+                                   "refuses it until 'lbscrypt reencrypt --resume --state {} "
+                                   "...' has finished",
+                                   entry.name, entry.path, (*run)->state, (*run)->state));
     }
   }
   out.flush();
@@ -55,7 +79,7 @@ int tab_command(const TabArgs &args, const Services &services, std::ostream &out
     print_error(err, "cannot write the list to standard output");
     return kExitInvalid;
   }
-  return refused ? kExitInvalid : kExitOk;
+  return refused || registry_failed ? kExitInvalid : kExitOk;
 }
 
 }  // namespace lbscrypt::cli

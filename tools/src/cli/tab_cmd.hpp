@@ -4,6 +4,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,9 @@ namespace lbscrypt::cli {
 struct TabArgs {
   std::string tab = kLbscrypttab;
   bool initrd = false;  // only the volumes the initramfs opens
+  // The registry of reencrypt runs in progress (default: the services', normally
+  // kReencryptRegistry).
+  std::optional<std::string> registry;
 };
 
 // `tab`, with its one subcommand `list`; returns `tab`.
@@ -23,6 +27,9 @@ struct TabArgs {
 
 // Prints tab_record() for each volume; each refused line on `err`. Exit 1 when a line is
 // refused (with --initrd: a line that names x-initrd.attach; the others draw a warning).
+// A volume whose device has a reencrypt run in progress is listed all the same (attach
+// refuses it, naming the run) with a warning on `err`; a registry that cannot be read is an
+// error (exit 1), since attach then refuses every volume.
 [[nodiscard]] int tab_command(const TabArgs &args, const Services &services, std::ostream &out,
                               std::ostream &err);
 

@@ -61,6 +61,11 @@ using Task = std::unique_ptr<dm_task, TaskDeleter>;
 
 bool udev_running() { return access("/run/udev/control", F_OK) == 0; }
 
+// A private device: no blkid probe, no /dev/disk links, no other rules (systemd, mdadm, ...).
+constexpr std::uint16_t kPrivateUdevFlags = DM_UDEV_DISABLE_SUBSYSTEM_RULES_FLAG |
+                                            DM_UDEV_DISABLE_DISK_RULES_FLAG |
+                                            DM_UDEV_DISABLE_OTHER_RULES_FLAG;
+
 // The category an errno of a failed ioctl falls in (cryptsetup's exit codes follow it).
 Errc errno_category(int error, Errc fallback) {
   switch (error) {
@@ -220,7 +225,8 @@ class DevmapperKernel final : public Kernel {
                      load.get()));
     }
     const Task resume(named_task(DM_DEVICE_RESUME, request.name));
-    if (!resume || !run_with_udev(resume.get())) {
+    const std::uint16_t udev_flags = request.private_device ? kPrivateUdevFlags : std::uint16_t{0};
+    if (!resume || !run_with_udev(resume.get(), udev_flags)) {
       return undo_create(
           request.name,
           dm_failure(Errc::kernel, fmt::format("the kernel refused to resume {}", request.name),
@@ -283,14 +289,14 @@ class DevmapperKernel final : public Kernel {
   }
 
   // Runs a task that makes or removes a device node, synchronised with udev when it runs.
-  [[nodiscard]] bool run_with_udev(dm_task *task) const {
+  [[nodiscard]] bool run_with_udev(dm_task *task, std::uint16_t udev_flags = 0) const {
     if (!use_udev_) {
       const bool ok = dm_task_run(task) != 0;
       dm_task_update_nodes();
       return ok;
     }
     std::uint32_t cookie = 0;
-    if (dm_task_set_cookie(task, &cookie, 0) == 0) {
+    if (dm_task_set_cookie(task, &cookie, udev_flags) == 0) {
       return false;
     }
     const bool ok = dm_task_run(task) != 0;

@@ -3,12 +3,25 @@
 
 #include <utility>
 
+#include "lbscrypt/reencrypt_registry.hpp"
 #include "lbscrypt/torn.hpp"
 
 namespace lbscrypt {
 
 Result<VolumeOutcome> open_volume(const VolumeRequest &request, const Environment &env,
                                   const VolumeSteps &steps) {
+  // First: a volume half converted by `lbscrypt reencrypt` is neither its old parameters nor
+  // its new ones, and a filesystem mounted through either is destroyed. Nothing else about
+  // the request matters until the run is finished.
+  if (env.reencrypt_registry) {
+    const auto run = find_entry(*env.reencrypt_registry, request.mapping.device);
+    if (!run) {
+      return run.error();
+    }
+    if (*run) {
+      return reencrypt_in_progress(request.mapping.device, **run);
+    }
+  }
   auto table = prepare_table(request.mapping, env);
   if (!table) {
     return table.error();

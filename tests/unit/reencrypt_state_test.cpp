@@ -1,0 +1,497 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// The reencrypt state file: PBKDF2 and the key verifiers, the strict JSON, the atomic write,
+// the refusals of paths that are not regular files, removal with the journal, and the lock.
+#include <sys/stat.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lbscrypt/reencrypt.hpp"
+#include "temp_dir.hpp"
+
+using lbscrypt::Errc;
+using lbscrypt::KeyVerifier;
+using lbscrypt::ReencryptState;
+using lbscrypt::SecretBuffer;
+using lbscrypt::StateLock;
+using lbscrypt::test::TempDir;
+
+namespace {
+
+std::vector<std::uint8_t> bytes_of(std::string_view text) { return {text.begin(), text.end()}; }
+
+std::string to_hex(const std::vector<std::uint8_t> &bytes) {
+  std::string out;
+  for (const auto b : bytes) {
+    constexpr std::string_view kDigits = "0123456789abcdef";
+    out += kDigits[b >> 4U];
+    out += kDigits[b & 0xfU];
+  }
+  return out;
+}
+
+SecretBuffer secret(std::string_view text) { return {text.data(), text.size()}; }
+
+std::vector<std::uint8_t> counting(std::uint8_t first, std::size_t n) {
+  std::vector<std::uint8_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i] = static_cast<std::uint8_t>(first + i);
+  }
+  return out;
+}
+
+ReencryptState sample_state() {
+  ReencryptState s;
+  s.run_id = "0123456789abcdef0123456789abcdef";
+  s.device = "/dev/vdb";
+  s.device_id = "wwn-0x5000c500a1b2c3d4";
+  s.offset = 2048;
+  s.skip = 4096;
+  s.data_bytes = 64ULL * 1048576;
+  s.hotzone_bytes = 1048576;
+  s.old_side.cipher = "aes-xts-plain64";
+  s.old_side.key_bytes = 64;
+  s.old_side.sector_size = 4096;
+  s.new_side.cipher = "aes-cbc-essiv:sha256";
+  s.new_side.key_bytes = 32;
+  s.new_side.sector_size = 65536;
+  s.new_side.iv_large_sectors = true;
+  s.old_verifier.salt = std::vector<std::uint8_t>(32, 0x11);
+  s.old_verifier.iterations = 200000;
+  s.old_verifier.digest = std::vector<std::uint8_t>(32, 0x22);
+  s.new_verifier.salt = counting(0x00, 32);
+  s.new_verifier.iterations = 1000;
+  s.new_verifier.digest = counting(0xe0, 32);
+  s.started = "2026-12-04T22:50:25Z";
+  return s;
+}
+
+// The sample as the file holds it, written by hand from the format's description.
+const char *const kSampleJson = R"({
+  "format": 1,
+  "run_id": "0123456789abcdef0123456789abcdef",
+  "device": "/dev/vdb",
+  "device_id": "wwn-0x5000c500a1b2c3d4",
+  "offset": 2048,
+  "skip": 4096,
+  "data_bytes": 67108864,
+  "hotzone_bytes": 1048576,
+  "old_side": {
+    "cipher": "aes-xts-plain64",
+    "key_bytes": 64,
+    "sector_size": 4096,
+    "iv_large_sectors": false
+  },
+  "new_side": {
+    "cipher": "aes-cbc-essiv:sha256",
+    "key_bytes": 32,
+    "sector_size": 65536,
+    "iv_large_sectors": true
+  },
+  "old_verifier": {
+    "salt": "1111111111111111111111111111111111111111111111111111111111111111",
+    "iterations": 200000,
+    "digest": "2222222222222222222222222222222222222222222222222222222222222222"
+  },
+  "new_verifier": {
+    "salt": "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+    "iterations": 1000,
+    "digest": "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"
+  },
+  "started": "2026-12-04T22:50:25Z"
+}
+)";
+
+constexpr const char *kOrigin = "/srv/state.json";
+
+// The refusal of the sample with one change made to its JSON.
+std::string refusal(const std::function<void(nlohmann::ordered_json &)> &change) {
+  auto doc = nlohmann::ordered_json::parse(kSampleJson);
+  change(doc);
+  const auto parsed = lbscrypt::state_from_json(doc.dump(2), kOrigin);
+  REQUIRE_FALSE(parsed.ok());
+  CHECK(parsed.error().code == Errc::invalid_argument);
+  CHECK_THAT(parsed.error().message, Catch::StartsWith(std::string(kOrigin) + ": "));
+  return parsed.error().message;
+}
+
+std::string refusal_of_text(const std::string &text) {
+  const auto parsed = lbscrypt::state_from_json(text, kOrigin);
+  REQUIRE_FALSE(parsed.ok());
+  CHECK(parsed.error().code == Errc::invalid_argument);
+  CHECK_THAT(parsed.error().message, Catch::StartsWith(kOrigin));
+  return parsed.error().message;
+}
+
+std::string sector_refusal(unsigned size) {
+  return "field \"new_side.sector_size\" is " + std::to_string(size) +
+         ", not a power of two from 512 to 65536";
+}
+
+std::set<std::string> names_in(const std::filesystem::path &dir) {
+  std::set<std::string> out;
+  for (const auto &entry : std::filesystem::directory_iterator(dir)) {
+    out.insert(entry.path().filename().string());
+  }
+  return out;
+}
+
+std::string file_text(const std::filesystem::path &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("reencrypt state: PBKDF2-HMAC-SHA256 gives RFC 7914's vectors", "[reencrypt]") {
+  // RFC 7914 section 11, the two PBKDF2-HMAC-SHA256 test vectors.
+  const auto short_one = lbscrypt::pbkdf2_sha256(bytes_of("passwd"), bytes_of("salt"), 1, 64);
+  REQUIRE(short_one.ok());
+  CHECK(to_hex(*short_one) ==
+        "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc"
+        "49ca9cccf179b645991664b39d77ef317c71b845b1e30bd509112041d3a19783");
+  const auto long_one = lbscrypt::pbkdf2_sha256(bytes_of("Password"), bytes_of("NaCl"), 80000, 64);
+  REQUIRE(long_one.ok());
+  CHECK(to_hex(*long_one) ==
+        "4ddcd8f60b98be21830cee5ef22701f9641a4418d04c0414aeff08876b34ab56"
+        "a1d425a1225833549adb841b51c9b3176a272bdebba1d078478f62b397f33c8d");
+}
+
+TEST_CASE("reencrypt state: PBKDF2 refuses 0 iterations and 0 bytes", "[reencrypt]") {
+  const auto none = lbscrypt::pbkdf2_sha256(bytes_of("k"), bytes_of("s"), 0, 32);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().code == Errc::invalid_argument);
+  const auto empty = lbscrypt::pbkdf2_sha256(bytes_of("k"), bytes_of("s"), 1, 0);
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.error().code == Errc::invalid_argument);
+}
+
+TEST_CASE("reencrypt state: a verifier accepts its key and refuses another", "[reencrypt]") {
+  const SecretBuffer key = secret("0123456789abcdef0123456789abcdef");
+  const auto verifier = lbscrypt::make_verifier(key, 1000);
+  REQUIRE(verifier.ok());
+  CHECK(verifier->salt.size() == 32);
+  CHECK(verifier->digest.size() == 32);
+  CHECK(verifier->iterations == 1000);
+  // The digest is PBKDF2-HMAC-SHA256 of the key with its salt (the function RFC 7914 checks).
+  const auto expected = lbscrypt::pbkdf2_sha256(key.bytes(), verifier->salt, 1000, 32);
+  REQUIRE(expected.ok());
+  CHECK(verifier->digest == *expected);
+  CHECK(lbscrypt::check_verifier(*verifier, key, "old").ok());
+
+  // A fresh salt each time: the same key gives another verifier.
+  const auto again = lbscrypt::make_verifier(key, 1000);
+  REQUIRE(again.ok());
+  CHECK(again->salt != verifier->salt);
+  CHECK(again->digest != verifier->digest);
+
+  // One byte off.
+  const SecretBuffer wrong = secret("0123456789abcdef0123456789abcdeF");
+  const auto old_refused = lbscrypt::check_verifier(*verifier, wrong, "old");
+  REQUIRE_FALSE(old_refused.ok());
+  CHECK(old_refused.error().code == Errc::key);
+  CHECK(old_refused.error().message ==
+        "the old key is not the one this run started with: give the key the volume was opened "
+        "with");
+  const auto new_refused = lbscrypt::check_verifier(*verifier, wrong, "new");
+  REQUIRE_FALSE(new_refused.ok());
+  CHECK(new_refused.error().code == Errc::key);
+  CHECK_THAT(new_refused.error().message,
+             Catch::StartsWith("the new key is not the one this run started with"));
+
+  // A damaged verifier is not a wrong key.
+  KeyVerifier damaged = *verifier;
+  damaged.salt.pop_back();
+  const auto bad = lbscrypt::check_verifier(damaged, key, "old");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == Errc::invalid_argument);
+}
+
+TEST_CASE("reencrypt state: a verifier uses the default iteration count", "[reencrypt]") {
+  const SecretBuffer key = secret("a key");
+  const auto verifier = lbscrypt::make_verifier(key);
+  REQUIRE(verifier.ok());
+  CHECK(verifier->iterations == lbscrypt::kVerifierIterations);
+  CHECK(lbscrypt::check_verifier(*verifier, key, "new").ok());
+}
+
+TEST_CASE("reencrypt state: JSON as the format says, and back", "[reencrypt]") {
+  const ReencryptState state = sample_state();
+  CHECK(lbscrypt::state_to_json(state) == kSampleJson);
+  const auto parsed = lbscrypt::state_from_json(kSampleJson, kOrigin);
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == state);
+  // Compact JSON with the keys in another order is the same state.
+  const auto sorted = nlohmann::json::parse(kSampleJson).dump();
+  const auto reparsed = lbscrypt::state_from_json(sorted, kOrigin);
+  REQUIRE(reparsed.ok());
+  CHECK(*reparsed == state);
+}
+
+TEST_CASE("reencrypt state: JSON refusals name the field and the file", "[reencrypt]") {
+  using J = nlohmann::ordered_json;
+  CHECK_THAT(refusal([](J &d) { d["extra"] = 1; }), Catch::Contains("unknown field \"extra\""));
+  CHECK_THAT(refusal([](J &d) { d["old_side"]["mode"] = "x"; }),
+             Catch::Contains("unknown field \"old_side.mode\""));
+  CHECK_THAT(refusal([](J &d) { d.erase("skip"); }), Catch::Contains("field \"skip\" is missing"));
+  CHECK_THAT(refusal([](J &d) { d["new_verifier"].erase("digest"); }),
+             Catch::Contains("field \"new_verifier.digest\" is missing"));
+  CHECK_THAT(refusal([](J &d) { d["format"] = 2; }),
+             Catch::Contains("format 2 is not the one this lbscrypt reads (1)"));
+  CHECK_THAT(refusal([](J &d) { d["format"] = "1"; }),
+             Catch::Contains("field \"format\" is not a whole number"));
+  CHECK_THAT(refusal([](J &d) { d["offset"] = -1; }),
+             Catch::Contains("field \"offset\" is not a whole number"));
+  CHECK_THAT(refusal([](J &d) { d["offset"] = 1.5; }),
+             Catch::Contains("field \"offset\" is not a whole number"));
+  CHECK_THAT(refusal([](J &d) { d["old_side"]["key_bytes"] = 4294967296ULL; }),
+             Catch::Contains("field \"old_side.key_bytes\" is not a whole number from 0 to "
+                             "4294967295"));
+  CHECK_THAT(refusal([](J &d) { d["old_side"] = "aes"; }),
+             Catch::Contains("field \"old_side\" is not a JSON object"));
+  CHECK_THAT(refusal([](J &d) { d["new_side"]["iv_large_sectors"] = "yes"; }),
+             Catch::Contains("field \"new_side.iv_large_sectors\" is not true or false"));
+  CHECK_THAT(refusal([](J &d) { d["device"] = 7; }),
+             Catch::Contains("field \"device\" is not a string"));
+  CHECK_THAT(refusal([](J &d) { d["device"] = ""; }), Catch::Contains("field \"device\" is empty"));
+  CHECK_THAT(refusal([](J &d) { d["new_side"]["cipher"] = ""; }),
+             Catch::Contains("field \"new_side.cipher\" is empty"));
+  // Hex: upper case, not hex, too short, too long.
+  const std::string salt = "field \"old_verifier.salt\" is not 64 lower-case hex characters";
+  CHECK_THAT(refusal([](J &d) { d["old_verifier"]["salt"] = std::string(64, 'A'); }),
+             Catch::Contains(salt));
+  CHECK_THAT(refusal([](J &d) { d["old_verifier"]["salt"] = std::string(64, 'g'); }),
+             Catch::Contains(salt));
+  CHECK_THAT(refusal([](J &d) { d["old_verifier"]["salt"] = std::string(62, '1'); }),
+             Catch::Contains(salt));
+  CHECK_THAT(refusal([](J &d) { d["old_verifier"]["salt"] = std::string(66, '1'); }),
+             Catch::Contains(salt));
+  CHECK_THAT(refusal([](J &d) { d["new_verifier"]["digest"] = "zz"; }),
+             Catch::Contains("field \"new_verifier.digest\" is not 64 lower-case hex"));
+  CHECK_THAT(refusal([](J &d) { d["run_id"] = "0123456789ABCDEF0123456789abcdef"; }),
+             Catch::Contains("field \"run_id\" is not 32 lower-case hex characters"));
+  CHECK_THAT(refusal([](J &d) { d["run_id"] = "0123456789abcdef"; }),
+             Catch::Contains("field \"run_id\" is not 32 lower-case hex characters"));
+  CHECK_THAT(refusal([](J &d) { d["new_verifier"]["iterations"] = 999; }),
+             Catch::Contains("field \"new_verifier.iterations\" is 999, below 1000"));
+  // Sector sizes: not a power of two, below 512, above 65536.
+  for (const unsigned bad : {3000U, 61440U, 256U, 131072U, 0U}) {
+    INFO(bad);
+    CHECK_THAT(refusal([bad](J &d) { d["new_side"]["sector_size"] = bad; }),
+               Catch::Contains(sector_refusal(bad)));
+  }
+  CHECK_THAT(refusal([](J &d) { d["old_side"]["key_bytes"] = 0; }),
+             Catch::Contains("field \"old_side.key_bytes\" is 0, not 1 to 512"));
+  CHECK_THAT(refusal([](J &d) { d["old_side"]["key_bytes"] = 513; }),
+             Catch::Contains("field \"old_side.key_bytes\" is 513, not 1 to 512"));
+  // data_bytes a multiple of 4096 but not of 65536.
+  CHECK_THAT(refusal([](J &d) { d["data_bytes"] = 67108864 + 4096; }),
+             Catch::Contains("field \"data_bytes\" 67112960 is not a multiple of both sector "
+                             "sizes (4096 and 65536)"));
+  CHECK_THAT(refusal([](J &d) { d["hotzone_bytes"] = 0; }),
+             Catch::Contains("field \"hotzone_bytes\" 0 is not a multiple"));
+  CHECK_THAT(refusal([](J &d) { d["hotzone_bytes"] = 65536 + 4096; }),
+             Catch::Contains("field \"hotzone_bytes\" 69632 is not a multiple"));
+}
+
+TEST_CASE("reencrypt state: text that is not one JSON object is refused", "[reencrypt]") {
+  const std::string text = kSampleJson;
+  CHECK_THAT(refusal_of_text("{"),
+             Catch::Contains("is not a state file lbscrypt reencrypt wrote: parse error"));
+  CHECK_THAT(refusal_of_text(""), Catch::Contains("is not a state file lbscrypt reencrypt wrote"));
+  CHECK_THAT(refusal_of_text(text + "x"),
+             Catch::Contains("is not a state file lbscrypt reencrypt wrote"));
+  CHECK_THAT(refusal_of_text("[" + text + "]"), Catch::Contains("the state is not a JSON object"));
+  // nlohmann would keep the second "skip": two are refused.
+  auto twice = text;
+  twice.insert(twice.find("\"skip\""), "\"skip\": 0,\n  ");
+  CHECK_THAT(refusal_of_text(twice), Catch::Contains("field \"skip\" is there twice"));
+  // Not UTF-8 inside a string.
+  auto latin1 = text;
+  latin1.replace(latin1.find("/dev/vdb"), 8, "/dev/\xe9");
+  CHECK_THAT(refusal_of_text(latin1),
+             Catch::Contains("is not a state file lbscrypt reencrypt wrote"));
+}
+
+TEST_CASE("reencrypt state: written with mode 0600, read back, replaced", "[reencrypt]") {
+  const TempDir dir;
+  const auto path = dir.path / "vdb.state";
+  // Whatever the umask: 0277 would leave the owner no write permission.
+  const mode_t saved = umask(0277);
+  const auto written = lbscrypt::write_state(path, sample_state());
+  umask(saved);
+  REQUIRE(written.ok());
+  struct stat st {};
+  REQUIRE(lstat(path.c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  CHECK((st.st_mode & 07777) == 0600);
+  CHECK(file_text(path) == kSampleJson);
+  const auto read = lbscrypt::read_state(path);
+  REQUIRE(read.ok());
+  CHECK(*read == sample_state());
+
+  ReencryptState changed = sample_state();
+  changed.started = "later";
+  REQUIRE(lbscrypt::write_state(path, changed).ok());
+  const auto reread = lbscrypt::read_state(path);
+  REQUIRE(reread.ok());
+  CHECK(*reread == changed);
+  CHECK(names_in(dir.path) == std::set<std::string>{"vdb.state"});  // no temporary left
+}
+
+TEST_CASE("reencrypt state: a state that breaks a rule is not written", "[reencrypt]") {
+  const TempDir dir;
+  const auto path = dir.path / "vdb.state";
+  ReencryptState state = sample_state();
+  state.hotzone_bytes = 0;
+  const auto written = lbscrypt::write_state(path, state);
+  REQUIRE_FALSE(written.ok());
+  CHECK(written.error().code == Errc::invalid_argument);
+  CHECK_THAT(written.error().message, Catch::Contains("hotzone_bytes"));
+  // A device path that is not UTF-8 would not read back as written.
+  state = sample_state();
+  state.device = "/dev/\xe9";
+  const auto latin1 = lbscrypt::write_state(path, state);
+  REQUIRE_FALSE(latin1.ok());
+  CHECK_THAT(latin1.error().message, Catch::Contains("is not UTF-8"));
+  CHECK(names_in(dir.path).empty());
+}
+
+TEST_CASE("reencrypt state: a symlink, FIFO or directory at the path is refused", "[reencrypt]") {
+  const TempDir dir;
+  const auto target = dir.path / "target";
+  { std::ofstream(target) << "keep"; }
+  const auto link = dir.path / "link.state";
+  std::filesystem::create_symlink(target, link);
+  const auto fifo = dir.path / "fifo.state";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  const auto subdir = dir.path / "dir.state";
+  std::filesystem::create_directory(subdir);
+  const std::set<std::string> before = names_in(dir.path);
+
+  const auto refused = [](const std::filesystem::path &path, const std::string &what) {
+    INFO(path.string());
+    const auto written = lbscrypt::write_state(path, sample_state());
+    REQUIRE_FALSE(written.ok());
+    CHECK(written.error().code == Errc::invalid_argument);
+    CHECK_THAT(written.error().message, Catch::StartsWith(path.string() + " is " + what));
+    const auto read = lbscrypt::read_state(path);
+    REQUIRE_FALSE(read.ok());
+    CHECK_THAT(read.error().message, Catch::StartsWith(path.string() + " is " + what));
+    const auto lock = StateLock::acquire(path);
+    REQUIRE_FALSE(lock.ok());
+    CHECK_THAT(lock.error().message, Catch::StartsWith(path.string() + " is " + what));
+    const auto removed = lbscrypt::remove_state(path);
+    REQUIRE_FALSE(removed.ok());
+    CHECK_THAT(removed.error().message, Catch::StartsWith(path.string() + " is " + what));
+  };
+  refused(link, "a symbolic link");
+  refused(fifo, "a FIFO");
+  refused(subdir, "a directory");
+  // Nothing created, nothing replaced, the link's target untouched.
+  CHECK(names_in(dir.path) == before);
+  CHECK(file_text(target) == "keep");
+}
+
+TEST_CASE("reencrypt state: a device node at the path is refused", "[reencrypt]") {
+  const auto written = lbscrypt::write_state("/dev/null", sample_state());
+  REQUIRE_FALSE(written.ok());
+  CHECK(written.error().message ==
+        "/dev/null is a character device: lbscrypt reencrypt keeps its "
+        "state and journal in regular files only; give another path");
+}
+
+TEST_CASE("reencrypt state: read_state refuses what is no state file", "[reencrypt]") {
+  const TempDir dir;
+  const auto missing = lbscrypt::read_state(dir.path / "none");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == Errc::not_found);
+  const auto big = dir.path / "big";
+  { std::ofstream(big) << std::string((1U << 20U) + 1, ' '); }
+  const auto refused = lbscrypt::read_state(big);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::invalid_argument);
+  CHECK_THAT(refused.error().message, Catch::Contains("is larger than 1048576 bytes"));
+  const auto garbage = dir.path / "garbage";
+  { std::ofstream(garbage) << "format=1\n"; }
+  const auto unparsed = lbscrypt::read_state(garbage);
+  REQUIRE_FALSE(unparsed.ok());
+  CHECK_THAT(unparsed.error().message,
+             Catch::StartsWith(garbage.string() + " is not a state file lbscrypt reencrypt wrote"));
+}
+
+TEST_CASE("reencrypt state: removal wipes the journal, then unlinks both", "[reencrypt]") {
+  const TempDir dir;
+  const auto path = dir.path / "vdb.state";
+  const auto journal = lbscrypt::journal_path(path);
+  CHECK(journal == dir.path / "vdb.state.journal");
+  REQUIRE(lbscrypt::write_state(path, sample_state()).ok());
+  const std::string old_ciphertext(std::size_t{3} * 4096, '\x5a');
+  { std::ofstream(journal, std::ios::binary) << old_ciphertext; }
+  // A second name for the journal's inode shows what its blocks held when it was unlinked.
+  const auto witness = dir.path / "witness";
+  std::filesystem::create_hard_link(journal, witness);
+  REQUIRE(lbscrypt::remove_state(path).ok());
+  CHECK(names_in(dir.path) == std::set<std::string>{"witness"});
+  CHECK(file_text(witness) == std::string(old_ciphertext.size(), '\0'));
+
+  // No journal (never created, or removed before a crash): fine; nothing at all: fine too.
+  REQUIRE(lbscrypt::write_state(path, sample_state()).ok());
+  REQUIRE(lbscrypt::remove_state(path).ok());
+  CHECK(names_in(dir.path) == std::set<std::string>{"witness"});
+  CHECK(lbscrypt::remove_state(path).ok());
+}
+
+TEST_CASE("reencrypt state: a journal that is a symlink stops the removal", "[reencrypt]") {
+  const TempDir dir;
+  const auto path = dir.path / "vdb.state";
+  REQUIRE(lbscrypt::write_state(path, sample_state()).ok());
+  const auto target = dir.path / "target";
+  { std::ofstream(target) << "keep"; }
+  std::filesystem::create_symlink(target, lbscrypt::journal_path(path));
+  const auto removed = lbscrypt::remove_state(path);
+  REQUIRE_FALSE(removed.ok());
+  CHECK_THAT(removed.error().message,
+             Catch::StartsWith(lbscrypt::journal_path(path).string() + " is a symbolic link"));
+  CHECK(file_text(target) == "keep");
+  CHECK(std::filesystem::exists(path));
+}
+
+TEST_CASE("reencrypt state: the lock keeps a second run out until released", "[reencrypt]") {
+  const TempDir dir;
+  const auto path = dir.path / "vdb.state";
+  REQUIRE(lbscrypt::write_state(path, sample_state()).ok());
+  {
+    auto first = StateLock::acquire(path);
+    REQUIRE(first.ok());
+    // flock conflicts between two open files even in one process.
+    const auto second = StateLock::acquire(path);
+    REQUIRE_FALSE(second.ok());
+    CHECK(second.error().code == Errc::busy);
+    CHECK_THAT(second.error().message,
+               Catch::StartsWith("another lbscrypt reencrypt is running this state file (" +
+                                 path.string() + ")"));
+    // Moved, it still holds.
+    StateLock moved = std::move(first).value();
+    CHECK_FALSE(StateLock::acquire(path).ok());
+    StateLock assigned;
+    assigned = std::move(moved);
+    CHECK_FALSE(StateLock::acquire(path).ok());
+  }
+  CHECK(StateLock::acquire(path).ok());
+  const auto missing = StateLock::acquire(dir.path / "none");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == Errc::not_found);
+}

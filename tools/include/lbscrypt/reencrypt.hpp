@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// `lbscrypt reencrypt`, offline: a closed plain volume's key, cipher or sector size changed in
+// place, one hotzone at a time, safe against a power cut at every write.
+//
+// The parts, each in its own file:
+// - the state file (reencrypt_state.cpp): the run's parameters and the key verifiers, JSON,
+//   written once before the first byte and replaced atomically;
+// - the journal (reencrypt_journal.cpp): STATE.journal beside it, two commit slots and a
+//   copy of the hotzone's old ciphertext;
+// - the engine (reencrypt_engine.cpp): the hotzone loop and its recovery, on the Io and
+//   JournalStore interfaces, so every cut point is tested on the host;
+// - the real I/O (reencrypt_io.cpp): two private device-mapper mappings over the device, the
+//   old parameters read-only and the new read-write, and the device itself, all O_DIRECT;
+// - the registry (reencrypt_registry.cpp): the runs in progress, which open, attach, the
+//   generator and the initramfs hook consult;
+// - the plan (reencrypt_plan.cpp): every refusal, before a byte is written.
+//
+// Positions are bytes from the start of the volume's data (the device's offset * 512).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lbscrypt/result.hpp"
+#include "lbscrypt/secret.hpp"
+
+namespace lbscrypt {
+
+// ---- parameters -------------------------------------------------------------------------
+
+// One side of the conversion: what a crypt table line carries besides the device and offsets.
+struct CryptSide {
+  std::string cipher;               // kernel spec: aes-xts-plain64, capi:..., ...
+  std::uint32_t key_bytes = 0;      // the key's size
+  std::uint32_t sector_size = 512;  // bytes
+  bool iv_large_sectors = false;
+  bool operator==(const CryptSide &) const = default;
+};
+
+// A key verifier: PBKDF2-HMAC-SHA256 of the volume key (never the key itself). A mistyped key
+// on --resume is refused before a byte is written.
+struct KeyVerifier {
+  std::vector<std::uint8_t> salt;  // 32 random bytes
+  std::uint32_t iterations = 0;
+  std::vector<std::uint8_t> digest;  // 32 bytes
+  bool operator==(const KeyVerifier &) const = default;
+};
+
+inline constexpr std::uint32_t kVerifierIterations = 200000;
+
+// PBKDF2-HMAC-SHA256 (OpenSSL's libcrypto, which libcryptsetup already links).
+[[nodiscard]] Result<std::vector<std::uint8_t>> pbkdf2_sha256(std::span<const std::uint8_t> secret,
+                                                              std::span<const std::uint8_t> salt,
+                                                              std::uint32_t iterations,
+                                                              std::size_t out_bytes);
+// A fresh salt from getrandom(2).
+[[nodiscard]] Result<KeyVerifier> make_verifier(const SecretBuffer &key,
+                                                std::uint32_t iterations = kVerifierIterations);
+// Compares in constant time. Errc::key when the key does not match.
+[[nodiscard]] Result<void> check_verifier(const KeyVerifier &verifier, const SecretBuffer &key,
+                                          std::string_view which /* "old", "new" */);
+
+// ---- the state file --------------------------------------------------------------------
+
+inline constexpr std::uint32_t kStateFormat = 1;
+// A hotzone is at most 1 GiB, as cryptsetup's LUKS2 hotzone: the journal holds one.
+inline constexpr std::uint64_t kMaxHotzoneBytes = std::uint64_t{1} << 30U;
+
+struct ReencryptState {
+  std::uint32_t format = kStateFormat;
+  std::string run_id;            // 32 lower-case hex characters, random; also in every journal slot
+  std::string device;            // the path given (canonical: absolute, links resolved)
+  std::string device_id;         // the registry's stable id of the device (reencrypt_registry)
+  std::uint64_t offset = 0;      // 512-byte sectors on the device where the data starts
+  std::uint64_t skip = 0;        // iv_offset, 512-byte sectors
+  std::uint64_t data_bytes = 0;  // the data's length, a multiple of the larger sector
+  std::uint64_t hotzone_bytes = 0;  // a multiple of every alignment (see hotzone_alignment)
+  CryptSide old_side;
+  CryptSide new_side;
+  KeyVerifier old_verifier;
+  KeyVerifier new_verifier;
+  std::string started;  // UTC, ISO 8601, for people
+  bool operator==(const ReencryptState &) const = default;
+};
+
+// Strict JSON: unknown or missing keys, a wrong type or format, and inconsistent sizes are
+// Errc::invalid_argument naming the field and the file.
+[[nodiscard]] std::string state_to_json(const ReencryptState &state);
+[[nodiscard]] Result<ReencryptState> state_from_json(std::string_view text,
+                                                     const std::string &origin);
+
+// The journal's path for a state file: STATE.journal.
+[[nodiscard]] std::filesystem::path journal_path(const std::filesystem::path &state);
+
+// Files on the state filesystem. The state path must not be a symlink, FIFO, device or
+// directory (Errc::invalid_argument naming what it is). write_state replaces atomically
+// (a temporary beside it, fsync, rename, fsync of the directory) with mode 0600.
+[[nodiscard]] Result<void> write_state(const std::filesystem::path &path,
+                                       const ReencryptState &state);
+[[nodiscard]] Result<ReencryptState> read_state(const std::filesystem::path &path);
+// Removes the state and its journal (the journal wiped first), and fsyncs the directory.
+[[nodiscard]] Result<void> remove_state(const std::filesystem::path &path);
+
+// An exclusive flock on the state file for the whole run: a second reencrypt of the same run
+// is Errc::busy. Released by destruction.
+class StateLock {
+ public:
+  StateLock() = default;
+  ~StateLock();
+  StateLock(const StateLock &) = delete;
+  StateLock &operator=(const StateLock &) = delete;
+  StateLock(StateLock &&other) noexcept;
+  StateLock &operator=(StateLock &&other) noexcept;
+  [[nodiscard]] static Result<StateLock> acquire(const std::filesystem::path &state);
+
+ private:
+  explicit StateLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+// ---- the journal ------------------------------------------------------------------------
+
+// Two commit slots, each in its own 4096-byte block so a torn write of one never touches the
+// other: slot 0 only ever holds "journaled", slot 1 only "completed". Each carries the run id
+// and a SHA-256 of itself; a slot that does not verify is absent.
+struct JournaledRecord {
+  std::uint64_t sequence = 0;  // the hotzone's index
+  std::uint64_t position = 0;  // the hotzone's start
+  std::uint64_t length = 0;    // bytes of old ciphertext in the data area
+  std::array<std::uint8_t, 32> data_sha256{};
+  bool operator==(const JournaledRecord &) const = default;
+};
+
+struct CompletedRecord {
+  std::uint64_t sequence = 0;
+  std::uint64_t position = 0;  // everything before it is in the new parameters
+  bool operator==(const CompletedRecord &) const = default;
+};
+
+struct JournalSlots {
+  std::optional<JournaledRecord> journaled;
+  std::optional<CompletedRecord> completed;
+  // Slot 1 is all zeros: no hotzone was ever completed. A slot 1 that neither verifies nor is
+  // blank was torn while written: then the journaled record says where the run is.
+  bool completed_blank = true;
+};
+
+// What the engine needs of the journal. Each write returns only once it is durable
+// (fdatasync), so the engine's order is the order a power cut sees.
+class JournalStore {
+ public:
+  JournalStore() = default;
+  JournalStore(const JournalStore &) = delete;
+  JournalStore &operator=(const JournalStore &) = delete;
+  JournalStore(JournalStore &&) = delete;
+  JournalStore &operator=(JournalStore &&) = delete;
+  virtual ~JournalStore() = default;
+
+  [[nodiscard]] virtual Result<JournalSlots> read_slots() = 0;
+  [[nodiscard]] virtual Result<void> write_data(std::span<const std::uint8_t> data) = 0;
+  [[nodiscard]] virtual Result<void> read_data(std::span<std::uint8_t> data) = 0;
+  [[nodiscard]] virtual Result<void> write_journaled(const JournaledRecord &record) = 0;
+  [[nodiscard]] virtual Result<void> write_completed(const CompletedRecord &record) = 0;
+  // Overwrites the data area with zeros (the old ciphertext of a rotated key must not stay
+  // on another disk).
+  [[nodiscard]] virtual Result<void> wipe_data() = 0;
+};
+
+// The journal file: created (preallocated to 8192 + hotzone_bytes, zero-filled, fsynced, mode
+// 0600) when `create`, else opened and its size and run id checked.
+[[nodiscard]] Result<std::unique_ptr<JournalStore>> open_journal(const std::filesystem::path &path,
+                                                                 const std::string &run_id,
+                                                                 std::uint64_t hotzone_bytes,
+                                                                 bool create);
+
+// ---- the engine -------------------------------------------------------------------------
+
+// The volume as the engine sees it. Every call covers whole sectors of both sides; writes are
+// durable only after flush().
+class ReencryptIo {
+ public:
+  ReencryptIo() = default;
+  ReencryptIo(const ReencryptIo &) = delete;
+  ReencryptIo &operator=(const ReencryptIo &) = delete;
+  ReencryptIo(ReencryptIo &&) = delete;
+  ReencryptIo &operator=(ReencryptIo &&) = delete;
+  virtual ~ReencryptIo() = default;
+
+  // The device's bytes (ciphertext) as they are.
+  [[nodiscard]] virtual Result<void> read_raw(std::uint64_t position,
+                                              std::span<std::uint8_t> out) = 0;
+  [[nodiscard]] virtual Result<void> write_raw(std::uint64_t position,
+                                               std::span<const std::uint8_t> data) = 0;
+  // Plaintext through the old parameters, and written through the new ones.
+  [[nodiscard]] virtual Result<void> read_old(std::uint64_t position,
+                                              std::span<std::uint8_t> out) = 0;
+  [[nodiscard]] virtual Result<void> write_new(std::uint64_t position,
+                                               std::span<const std::uint8_t> data) = 0;
+  // Every write so far durable on the device (a cache flush).
+  [[nodiscard]] virtual Result<void> flush() = 0;
+};
+
+struct Progress {
+  std::uint64_t start_bytes = 0;  // where this run started
+  std::uint64_t done_bytes = 0;
+  std::uint64_t total_bytes = 0;
+  std::uint64_t hotzones = 0;  // completed in this run
+};
+
+struct EngineHooks {
+  // After each completed hotzone. Optional.
+  std::function<void(const Progress &)> progress;
+  // Polled between hotzones (after a completed one, before the next is journaled): true stops
+  // at that safe point. Optional.
+  std::function<bool()> stop;
+};
+
+enum class EngineOutcome { finished, stopped };
+
+struct EngineReport {
+  EngineOutcome outcome = EngineOutcome::finished;
+  Progress progress;
+  bool recovered = false;  // a journaled hotzone was put back before going on
+};
+
+// Runs (or resumes: the journal says where) the conversion to the end or to a stop. On an
+// I/O error returns it, leaving a journal a later run resumes from.
+// Per hotzone [p, p + n): read_raw -> write_data -> write_journaled -> read_old -> write_new ->
+// flush -> write_completed -> wipe_data.
+// Where the run is: the completed record's position; with slot 1 blank, 0; with slot 1 torn,
+// the journaled record's position (a journaled hotzone was reached), and with neither slot
+// verifying, Errc::invalid_argument (the journal is damaged: nothing is written).
+// Recovery: a journaled record at that position whose data verifies is written back with
+// write_raw and flushed, then the hotzone is done again; one whose data does not verify is
+// Errc::invalid_argument (nothing is written). A journaled record behind the position is
+// stale and ignored.
+[[nodiscard]] Result<EngineReport> run_engine(const ReencryptState &state, ReencryptIo &io,
+                                              JournalStore &journal, const EngineHooks &hooks);
+
+// The alignment of hotzones: the largest of the two sector sizes and the device's logical
+// block size.
+[[nodiscard]] std::uint64_t hotzone_alignment(const CryptSide &old_side, const CryptSide &new_side,
+                                              std::uint32_t logical_block);
+
+}  // namespace lbscrypt

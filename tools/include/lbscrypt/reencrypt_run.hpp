@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// One offline `lbscrypt reencrypt`, start or resume, in this order: every check that needs no
+// key (the tables of both sides load here, the device is free and not listed, the state path
+// is safe), then the keys and their proof, the state file, the journal and the registry entry,
+// and only then the first write. At the end the registry entry and the state go.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lbscrypt/operations.hpp"
+#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt_io.hpp"
+#include "lbscrypt/reencrypt_plan.hpp"
+#include "lbscrypt/result.hpp"
+#include "lbscrypt/secret.hpp"
+#include "lbscrypt/table.hpp"
+
+namespace lbscrypt {
+
+inline constexpr std::uint64_t kDefaultHotzoneBytes = 64ULL << 20U;
+
+struct ReencryptRequest {
+  std::filesystem::path state;
+  bool resume = false;  // the parameters come from the state file
+  bool force = false;   // go on without a recognised signature (the old key unproven)
+  // A new run: the old side as `open` takes it, the new side's words.
+  MappingRequest old_mapping;
+  CryptSide new_side;
+  std::uint64_t hotzone_bytes = kDefaultHotzoneBytes;
+  std::filesystem::path registry_dir{kReencryptRegistry};
+  std::filesystem::path sysfs = "/sys";
+  // lbscrypttab's text, when there is one: a listed volume is refused (its line would open it
+  // with the old parameters at the next boot).
+  std::optional<std::string> tab_text;
+  std::string tab_path = "/etc/lbscrypttab";
+};
+
+struct ReencryptSteps {
+  // The keys, asked for once every check that needs none has passed; their sizes in bytes.
+  std::function<Result<SecretBuffer>(std::uint32_t key_bytes)> old_key;
+  std::function<Result<SecretBuffer>(std::uint32_t key_bytes)> new_key;
+  // The two private mappings over the device: old read-only, new read-write
+  // (open_reencrypt_io on the running kernel).
+  std::function<Result<std::unique_ptr<DeviceReencryptIo>>(
+      const ReencryptState &state, const SecretBuffer &old_key, const SecretBuffer &new_key)>
+      make_io;
+  // blkid on the old mapping's node.
+  std::function<Result<std::optional<FilesystemProbe>>(const std::string &node)> probe;
+  std::function<std::string()> now_utc;
+  std::function<void(const ReencryptState &)> started;  // optional: the state is written
+  EngineHooks hooks;
+};
+
+struct ReencryptOutcome {
+  ReencryptState state;
+  EngineReport report;
+  std::optional<FilesystemProbe> probe;
+  std::vector<std::string> warnings;  // one line each: what --force let through, an unstable id
+};
+
+[[nodiscard]] Result<ReencryptOutcome> reencrypt_offline(const ReencryptRequest &request,
+                                                         const Environment &env,
+                                                         const ReencryptSteps &steps);
+
+}  // namespace lbscrypt

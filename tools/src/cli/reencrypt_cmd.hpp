@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// `lbscrypt reencrypt`: a closed plain volume's key, cipher or sector size changed in place
+// (the library's reencrypt_run.hpp), with progress on a terminal or as JSON lines.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+#include "cli.hpp"
+#include "options.hpp"
+
+namespace lbscrypt::cli {
+
+struct ReencryptArgs {
+  MappingArgs old_side;  // the volume as `open` takes it; its device the positional argument
+  std::optional<std::string> new_cipher;
+  std::optional<std::uint32_t> new_key_bits;
+  std::optional<std::uint32_t> new_sector_size;
+  bool new_iv_large_sectors = false;
+  std::optional<std::string> new_hash;
+  std::optional<std::string> new_key_file;
+  std::uint64_t new_keyfile_offset = 0;
+  std::optional<std::uint32_t> new_keyfile_size;
+  bool keep_key = false;
+  std::string state;
+  bool resume = false;
+  bool force = false;
+  std::uint64_t hotzone_bytes = 0;  // 0: the default
+  bool json = false;
+};
+
+[[nodiscard]] CLI::App *add_reencrypt_command(CLI::App &app, ReencryptArgs &args,
+                                              CommonFlags &flags);
+
+[[nodiscard]] int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags,
+                                    const Services &services, std::ostream &out, std::ostream &err);
+
+}  // namespace lbscrypt::cli

@@ -1,0 +1,478 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "lbscrypt/reencrypt_run.hpp"
+
+#include <fmt/format.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <utility>
+
+#include "lbscrypt/crypttab.hpp"
+#include "lbscrypt/reencrypt_plan.hpp"
+#include "lbscrypt/reencrypt_registry.hpp"
+
+namespace lbscrypt {
+
+namespace {
+
+constexpr std::uint64_t kRunSectorBytes = 512;
+constexpr std::size_t kRunIdRandomBytes = 16;
+
+Result<std::string> random_run_id() {
+  std::array<std::uint8_t, kRunIdRandomBytes> bytes{};
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = getrandom(bytes.data() + got, bytes.size() - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      const int error = errno;
+      return make_error(Errc::key, fmt::format("getrandom failed: {}", std::strerror(error)),
+                        error);
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  std::string hex;
+  for (const std::uint8_t b : bytes) {
+    hex += fmt::format("{:02x}", b);
+  }
+  return hex;
+}
+
+std::string run_resume_hint(const std::filesystem::path &state) {
+  return fmt::format("lbscrypt reencrypt --resume --state {} with both keys", state.string());
+}
+
+// The side's table: the old mapping's request with the side's words.
+MappingRequest side_request(const MappingRequest &base, const CryptSide &side) {
+  MappingRequest request = base;
+  request.cipher = side.cipher;
+  request.sector_size = side.sector_size;
+  request.key_bytes = side.key_bytes;
+  request.flags = CryptFlags{};
+  request.flags.iv_large_sectors = side.iv_large_sectors;
+  request.type = MappingType::plain;
+  return request;
+}
+
+CryptSide side_of(const MappingRequest &request) {
+  return CryptSide{request.cipher, request.key_bytes, request.sector_size,
+                   request.flags.iv_large_sectors};
+}
+
+// Both sides' tables, each checked as open checks it (gate, cipher, length, alignment).
+Result<void> run_tables(const MappingRequest &old_request, const CryptSide &new_side,
+                        const Environment &env) {
+  auto old_table = prepare_table(old_request, env);
+  if (!old_table) {
+    return old_table.error();
+  }
+  auto new_table = prepare_table(side_request(old_request, new_side), env);
+  if (!new_table) {
+    return Error{new_table.error().code,
+                 fmt::format("the new parameters: {}", new_table.error().message),
+                 new_table.error().os_errno};
+  }
+  return {};
+}
+
+Result<void> run_device_checks(const std::string &device, const Environment &env) {
+  const auto kind = env.devices->path_kind(device);
+  if (!kind) {
+    return kind.error();
+  }
+  if (*kind != PathKind::block_device) {
+    return make_error(Errc::device,
+                      fmt::format("{} is {}: reencrypt works on a block device (for an image "
+                                  "file, attach it with losetup first)",
+                                  device, describe(*kind)));
+  }
+  const auto luks = env.devices->has_luks_header(device);
+  if (!luks) {
+    return luks.error();
+  }
+  if (*luks) {
+    return make_error(Errc::refused, fmt::format("{} holds a LUKS header: lbscrypt reencrypts "
+                                                 "plain volumes; use cryptsetup reencrypt",
+                                                 device));
+  }
+  return {};
+}
+
+Result<SecretBuffer> run_key(const std::function<Result<SecretBuffer>(std::uint32_t)> &ask,
+                             std::uint32_t key_bytes, std::string_view which) {
+  auto key = ask(key_bytes);
+  if (!key) {
+    return key.error();
+  }
+  if (key->size() != key_bytes) {
+    return make_error(Errc::key, fmt::format("the {} key is {} bytes, not the {} its cipher takes",
+                                             which, key->size(), key_bytes));
+  }
+  return key;
+}
+
+struct RunDevice {
+  DeviceIdentity identity;
+  std::string key;  // the registry's key of the device
+};
+
+RunDevice run_device(const std::string &device, const std::filesystem::path &sysfs) {
+  DeviceIdentity identity = identify_device(device, sysfs);
+  std::string key = registry_key(identity);
+  return RunDevice{std::move(identity), std::move(key)};
+}
+
+// The facts every refusal before the keys looks at; the probe comes later.
+Result<PlanFacts> run_facts(const ReencryptRequest &request, const std::string &device,
+                            const MappingRequest &old_request, const CryptSide &new_side,
+                            const Environment &env) {
+  PlanFacts facts;
+  facts.device = device;
+  auto bytes = env.devices->size_bytes(device);
+  if (!bytes) {
+    return bytes.error();
+  }
+  facts.device_bytes = *bytes;
+  facts.offset = old_request.offset;
+  facts.skip = old_request.skip;
+  facts.size = old_request.size;
+  facts.old_side = side_of(old_request);
+  facts.new_side = new_side;
+  auto known = capabilities(env);
+  if (!known) {
+    return known.error();
+  }
+  facts.known = *known;
+  facts.user = env.devices->user_of(device);
+  auto family = device_family_of(device, request.sysfs);
+  if (!family) {
+    return family.error();
+  }
+  facts.family = std::move(family).value();
+  auto place = state_place(request.state);
+  if (!place) {
+    return place.error();
+  }
+  facts.state = std::move(place).value();
+  facts.force = request.force;
+  return facts;
+}
+
+// Every refusal that needs no key: the data's length in bytes.
+Result<std::uint64_t> run_plan_checks(const PlanFacts &facts) {
+  auto data_bytes = check_reencrypt_geometry(facts);
+  if (!data_bytes) {
+    return data_bytes.error();
+  }
+  if (auto r = check_reencrypt_device_free(facts); !r) {
+    return r.error();
+  }
+  if (auto r = check_reencrypt_state_place(facts); !r) {
+    return r.error();
+  }
+  if (auto r = check_reencrypt_boot(facts); !r) {
+    return r.error();
+  }
+  return data_bytes;
+}
+
+// A volume lbscrypttab lists would be opened with the old parameters at the next boot.
+Result<void> run_tab_check(const ReencryptRequest &request, const std::string &device) {
+  if (!request.tab_text) {
+    return {};
+  }
+  struct stat ours {};
+  if (stat(device.c_str(), &ours) != 0) {
+    return {};
+  }
+  const Lbscrypttab tab = parse_lbscrypttab(*request.tab_text, request.tab_path);
+  for (const TabEntry &entry : tab.entries) {
+    struct stat listed {};
+    if (stat(entry.path.c_str(), &listed) == 0 && S_ISBLK(listed.st_mode) &&
+        listed.st_rdev == ours.st_rdev) {
+      return make_error(
+          Errc::refused,
+          fmt::format("{} is listed in {} as {} (line {}): that line would open it with the old "
+                      "parameters at the next boot; comment it out, reencrypt, then write it "
+                      "with the new parameters",
+                      device, request.tab_path, entry.name, entry.line));
+    }
+  }
+  return {};
+}
+
+RegistryEntry run_entry(const ReencryptRequest &request, const ReencryptState &state) {
+  RegistryEntry entry;
+  entry.device = state.device;
+  entry.device_id = state.device_id;
+  entry.state = std::filesystem::absolute(request.state).lexically_normal().string();
+  entry.run_id = state.run_id;
+  return entry;
+}
+
+Result<void> finish_run(DeviceReencryptIo &io, const ReencryptRequest &request,
+                        const ReencryptState &state, const EngineReport &report) {
+  auto closed = io.close();
+  if (report.outcome != EngineOutcome::finished) {
+    return closed;
+  }
+  if (auto r = remove_entry(request.registry_dir, run_entry(request, state)); !r) {
+    return r;
+  }
+  if (auto r = remove_state(request.state); !r) {
+    return r;
+  }
+  return closed;
+}
+
+// The run itself: the private mappings, for a new run the probe's refusals and the state,
+// then the lock, the journal and the registry entry, and the engine.
+Result<ReencryptOutcome> run_with(const ReencryptRequest &request, const ReencryptState &state,
+                                  const SecretBuffer &old_key, const SecretBuffer &new_key,
+                                  PlanFacts *facts, const ReencryptSteps &steps,
+                                  std::vector<std::string> warnings) {
+  const bool create = facts != nullptr;
+  // A second run of the same state waits for nothing: it is refused before it makes mappings.
+  std::optional<StateLock> lock;
+  if (!create) {
+    auto locked = StateLock::acquire(request.state);
+    if (!locked) {
+      return locked.error();
+    }
+    lock.emplace(std::move(locked).value());
+  }
+  auto io = steps.make_io(state, old_key, new_key);
+  if (!io) {
+    return io.error();
+  }
+  ReencryptOutcome outcome{state, {}, {}, std::move(warnings)};
+  if (create) {
+    auto found = steps.probe((*io)->old_node());
+    if (!found) {
+      return found.error();
+    }
+    outcome.probe = *found;
+    facts->probe = *found;
+    if (auto r = check_reencrypt_old_key(*facts, outcome.warnings); !r) {
+      return r.error();
+    }
+    if (auto r = check_reencrypt_write_unit(*facts, outcome.warnings); !r) {
+      return r.error();
+    }
+    if (auto r = write_state(request.state, state); !r) {
+      return r.error();
+    }
+  }
+  if (create) {
+    auto locked = StateLock::acquire(request.state);
+    if (!locked) {
+      return locked.error();
+    }
+    lock.emplace(std::move(locked).value());
+  }
+  auto journal =
+      open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes, create);
+  if (!journal) {
+    if (create) {
+      static_cast<void>(remove_state(request.state));
+    }
+    return journal.error();
+  }
+  const RegistryEntry entry = run_entry(request, state);
+  const auto listed = find_entry(request.registry_dir, state.device, request.sysfs);
+  if (!listed) {
+    return listed.error();
+  }
+  if (*listed && (*listed)->run_id != state.run_id) {
+    return make_error(Errc::busy, fmt::format("{} is registered for another run (state {}): "
+                                              "finish that one first",
+                                              state.device, (*listed)->state));
+  }
+  if (!*listed) {  // a new run, or one whose entry is gone: the boot path must see it
+    if (auto r = add_entry(request.registry_dir, entry); !r) {
+      if (create) {
+        static_cast<void>(remove_state(request.state));
+      }
+      return r.error();
+    }
+  }
+  if (create && steps.started) {
+    steps.started(state);
+  }
+  auto report = run_engine(state, **io, **journal, steps.hooks);
+  if (!report) {
+    static_cast<void>((*io)->close());
+    return Error{report.error().code,
+                 fmt::format("{}; the run can go on: {}", report.error().message,
+                             run_resume_hint(request.state)),
+                 report.error().os_errno};
+  }
+  outcome.report = *report;
+  if (auto r = finish_run(**io, request, state, *report); !r) {
+    return r.error();
+  }
+  return outcome;
+}
+
+Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Environment &env,
+                                   const ReencryptSteps &steps) {
+  std::error_code error;
+  if (std::filesystem::symlink_status(request.state, error).type() !=
+      std::filesystem::file_type::not_found) {
+    return make_error(Errc::exists,
+                      fmt::format("{} exists: to go on with that run give --resume; to start "
+                                  "another, name a new state file",
+                                  request.state.string()));
+  }
+  if (request.hotzone_bytes == 0 || request.hotzone_bytes > kMaxHotzoneBytes) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("--hotzone-size {} is not 1 to {} bytes (1 GiB, cryptsetup's "
+                                  "bound): give a smaller one",
+                                  request.hotzone_bytes, kMaxHotzoneBytes));
+  }
+  const std::string &device = request.old_mapping.device;
+  if (auto r = run_device_checks(device, env); !r) {
+    return r.error();
+  }
+  const RunDevice where = run_device(device, request.sysfs);
+  if (auto r = run_tab_check(request, where.identity.canonical); !r) {
+    return r.error();
+  }
+  const auto entry = find_entry(request.registry_dir, where.identity);
+  if (!entry) {
+    return entry.error();
+  }
+  if (*entry) {
+    return make_error(Errc::busy,
+                      fmt::format("{} is already being reencrypted (state {}): "
+                                  "finish that run first: {}",
+                                  device, (*entry)->state, run_resume_hint((*entry)->state)));
+  }
+  auto facts = run_facts(request, device, request.old_mapping, request.new_side, env);
+  if (!facts) {
+    return facts.error();
+  }
+  auto data_bytes = run_plan_checks(*facts);
+  if (!data_bytes) {
+    return data_bytes.error();
+  }
+  if (auto r = run_tables(request.old_mapping, request.new_side, env); !r) {
+    return r.error();
+  }
+  ReencryptState state;
+  state.device = where.identity.canonical;
+  state.device_id = where.key;
+  state.offset = request.old_mapping.offset;
+  state.skip = request.old_mapping.skip;
+  state.data_bytes = *data_bytes;
+  state.old_side = side_of(request.old_mapping);
+  state.new_side = request.new_side;
+  const std::uint64_t align = hotzone_alignment(state.old_side, state.new_side, 0);
+  state.hotzone_bytes = std::max(align, request.hotzone_bytes / align * align);
+  std::vector<std::string> warnings;
+  if (!registry_key_survives_reboot(where.key)) {
+    warnings.push_back(
+        fmt::format("{} has no id that survives a reboot: if its name changes "
+                    "before the run ends, open and attach no longer see the run",
+                    device));
+  }
+  auto old_key = run_key(steps.old_key, state.old_side.key_bytes, "old");
+  if (!old_key) {
+    return old_key.error();
+  }
+  auto new_key = run_key(steps.new_key, state.new_side.key_bytes, "new");
+  if (!new_key) {
+    return new_key.error();
+  }
+  if (state.old_side == state.new_side && *old_key == *new_key) {
+    return make_error(Errc::invalid_argument,
+                      "nothing would change: give a new key, cipher or sector size");
+  }
+  auto id = random_run_id();
+  if (!id) {
+    return id.error();
+  }
+  state.run_id = *id;
+  state.started = steps.now_utc ? steps.now_utc() : std::string{};
+  auto old_verifier = make_verifier(*old_key);
+  if (!old_verifier) {
+    return old_verifier.error();
+  }
+  auto new_verifier = make_verifier(*new_key);
+  if (!new_verifier) {
+    return new_verifier.error();
+  }
+  state.old_verifier = *old_verifier;
+  state.new_verifier = *new_verifier;
+  return run_with(request, state, *old_key, *new_key, &*facts, steps, std::move(warnings));
+}
+
+Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Environment &env,
+                                    const ReencryptSteps &steps) {
+  auto state = read_state(request.state);
+  if (!state) {
+    return state.error();
+  }
+  if (auto r = run_device_checks(state->device, env); !r) {
+    return r.error();
+  }
+  const RunDevice where = run_device(state->device, request.sysfs);
+  if (where.key != state->device_id) {
+    return make_error(Errc::refused,
+                      fmt::format("{} is now another device (id {}, the run's is {}): give the "
+                                  "state file of this device's run",
+                                  state->device, where.key, state->device_id));
+  }
+  if (auto r = run_tab_check(request, where.identity.canonical); !r) {
+    return r.error();
+  }
+  MappingRequest old_request;
+  old_request.device = state->device;
+  old_request.offset = state->offset;
+  old_request.skip = state->skip;
+  old_request.size = state->data_bytes / kRunSectorBytes;
+  old_request = side_request(old_request, state->old_side);
+  auto facts = run_facts(request, state->device, old_request, state->new_side, env);
+  if (!facts) {
+    return facts.error();
+  }
+  if (auto r = run_plan_checks(*facts); !r) {
+    return r.error();
+  }
+  if (auto r = run_tables(old_request, state->new_side, env); !r) {
+    return r.error();
+  }
+  auto old_key = run_key(steps.old_key, state->old_side.key_bytes, "old");
+  if (!old_key) {
+    return old_key.error();
+  }
+  if (auto r = check_verifier(state->old_verifier, *old_key, "old"); !r) {
+    return r.error();
+  }
+  auto new_key = run_key(steps.new_key, state->new_side.key_bytes, "new");
+  if (!new_key) {
+    return new_key.error();
+  }
+  if (auto r = check_verifier(state->new_verifier, *new_key, "new"); !r) {
+    return r.error();
+  }
+  return run_with(request, *state, *old_key, *new_key, nullptr, steps, {});
+}
+
+}  // namespace
+
+Result<ReencryptOutcome> reencrypt_offline(const ReencryptRequest &request, const Environment &env,
+                                           const ReencryptSteps &steps) {
+  if (request.resume) {
+    return resume_run(request, env, steps);
+  }
+  return start_run(request, env, steps);
+}
+
+}  // namespace lbscrypt
