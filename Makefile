@@ -189,28 +189,30 @@ rig-host-test: deps
 # beside A: fetch-check (downloads into a cache of its own) and the packages'
 # build (deb) beside kmod-lint (the kernel builds on a cold machine, whose
 # unpacking and linking leave a core idle); beside the guest tests, which keep
-# about 1.4 of the two cores busy, the tool's compiles first (tools-asan,
-# tools-lint), then the checks that build or boot one thing at a time
-# (matrix-check, dkms-check, initramfs-check, fuzz-check, bench-smoke,
-# rig-test), which fill the cores the two lanes leave idle once the compiles are
-# done (module builds take a lock per kernel: qemu/lib/build-module).
-# `make tools-lint` alone also tidies the tests (about 30 s a file); the tool's
-# argument fuzzing (tools-fuzz) is in check-full and make harden.
-CHECK_STAGES := deps lint-shell rig-host-test kmod-lint+fetch-check+deb kmod deb-lint \
-	guest-test+tools-asan+tools-lint+matrix-check+dkms-check+initramfs-check+fuzz-check+bench-smoke+rig-test
+# about 1.4 of the two cores busy, the tool's ASan build first (tools-asan),
+# then the checks that build or boot one thing at a time (matrix-check,
+# dkms-check, initramfs-check, fuzz-check, bench-smoke, rig-test), which fill the
+# cores the two lanes leave idle once the compile is done (module builds take a
+# lock per kernel: qemu/lib/build-module). clang-format runs (tools-format);
+# clang-tidy (tools-lint: about 20 core-minutes of a cold machine, more than the
+# budget leaves) and the tool's argument fuzzing (tools-fuzz) are in
+# check-full, and `make tools-lint` before a commit.
+CHECK_STAGES := deps lint-shell tools-format rig-host-test kmod-lint+fetch-check+deb kmod deb-lint \
+	guest-test+tools-asan+matrix-check+dkms-check+initramfs-check+fuzz-check+bench-smoke+rig-test
 check:
-	@qemu/lib/stages TOOLS_TIDY_DIRS=tools/src DEB_BUILD_OPTIONS=nocheck \
+	@qemu/lib/stages DEB_BUILD_OPTIONS=nocheck \
 		$(if $(filter command line,$(origin KERNELS)),KERNELS="$(KERNELS)") $(CHECK_STAGES)
 
 # make check-full: what make check leaves out for its budget (Documentation/testing.rst):
 # the kernels of qemu/kernels-extra.conf beside make check's, each with the matrix and
 # dkms-check, every guest test on every kernel (LBS_GUEST_ALL=1), the matrix on a
-# build tree with dm-crypt built in (matrix-tree-check) and the tool's argument
-# fuzzing (tools-fuzz, 300 lines). Hours, not minutes.
+# build tree with dm-crypt built in (matrix-tree-check), the tool's argument
+# fuzzing (tools-fuzz, 300 lines) and clang-tidy over the tool and its tests
+# (tools-lint). Hours, not minutes.
 FULL_KERNELS := $(KERNELS) $(shell awk '!/^\#/ && NF { print $$1 }' $(TOP)/qemu/kernels-extra.conf)
 check-full: deps
 	@$(MAKE) --no-print-directory matrix-check dkms-check guest-test KERNELS="$(FULL_KERNELS)" LBS_GUEST_ALL=1
-	@$(MAKE) --no-print-directory matrix-tree-check tools-fuzz
+	@$(MAKE) --no-print-directory matrix-tree-check tools-fuzz tools-lint
 
 # make matrix KERNEL=PATH on a build tree with dm-crypt built in (tests/matrix-tree-check;
 # its first run builds that tree into the cache). Part of check-full.

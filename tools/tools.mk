@@ -6,7 +6,8 @@
 #   tools-test   host build + unit tests (ctest), no guest
 #   tools-asan   ASan + UBSan build of the unit tests in build/tools/asan + ctest
 #                (tools-asan-build: the build alone)
-#   tools-lint   clang-format --dry-run -Werror and clang-tidy over tools/ and tests/unit/
+#   tools-format clang-format --dry-run -Werror over tools/ and tests/unit/
+#   tools-lint   tools-format, then clang-tidy over tools/src and tests/unit/
 #   tools-arm64  cross build for the arm64 guests: build/tools/arm64/lbscrypt
 
 TOOLS_SRC_DIR := tools
@@ -16,12 +17,12 @@ TOOLS_JOBS ?= 2
 # clean checkout's builds cheap on a machine that built them before.
 TOOLS_CMAKE_FLAGS ?= $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 TOOLS_SOURCES = $(shell find tools/include tools/src tests/unit -name '*.hpp' -o -name '*.cpp')
-# `make check` tidies the library and CLI (TOOLS_TIDY_DIRS=tools/src): the tests,
-# each pulling in Catch2's single header, cost half a minute apiece.
+# What tools-lint tidies (make check-full: all of it; make check tidies nothing, see
+# Documentation/testing.rst).
 TOOLS_TIDY_DIRS ?= tools/src tests/unit
 TOOLS_TIDY_SOURCES = $(shell find $(TOOLS_TIDY_DIRS) -name '*.cpp')
 
-.PHONY: tools tools-configure tools-test tools-asan-build tools-asan tools-lint tools-arm64
+.PHONY: tools tools-configure tools-test tools-asan-build tools-asan tools-format tools-lint tools-arm64
 
 tools-configure:
 	@cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/host -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLBSCRYPT_UNITY=OFF $(TOOLS_CMAKE_FLAGS) >/dev/null
@@ -43,8 +44,11 @@ tools-asan: tools-asan-build
 # clang-tidy needs the compile database of the host build (its configuration, not
 # its objects); tools/cmake/tidy.sh runs two files at a time and remembers the
 # files it found clean (in the rig's cache).
-tools-lint: tools-configure
+tools-format:
 	@clang-format --style=file:tools/.clang-format --dry-run -Werror $(TOOLS_SOURCES)
+	@echo "tools-format: clean ($(words $(TOOLS_SOURCES)) files)"
+
+tools-lint: tools-format tools-configure
 	@tools/cmake/tidy.sh $(TOOLS_BUILD_DIR)/host $(TOOLS_TIDY_SOURCES)
 	@echo "tools-lint: clean"
 

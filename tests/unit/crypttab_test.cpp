@@ -346,8 +346,11 @@ TEST_CASE("lbscrypttab: key specs and key fields", "[crypttab]") {
        {std::string("/etc/it's"), std::string("/etc/\"k\""), std::string("/etc/a\\b"),
         std::string("/etc/a\x01"), std::string("/etc/a\x7f"), std::string("/etc/a\0b", 8)}) {
     INFO(lbscrypt::printable(key));
-    CHECK_THAT(refusal("v /dev/vdb " + key + " " + kXts),
-               Catch::Contains("holds a quote, a backslash or a control character"));
+    std::string line = "v /dev/vdb ";
+    line += key;
+    line += ' ';
+    line += kXts;
+    CHECK_THAT(refusal(line), Catch::Contains("holds a quote, a backslash or a control character"));
   }
   CHECK(accepted("v /dev/vdb /etc/keys/caf\xc3\xa9 " + kXts).key.keyfile_offset == 0);
   CHECK_THAT(refusal("v /dev/vdb /k " + kXts + ",checkargs=a\x01"),

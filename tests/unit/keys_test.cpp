@@ -375,7 +375,7 @@ namespace {
 // status: 0 when `body` returned true, 1 when false, 128 + the signal when killed.
 template <class F>
 int in_child(F body, unsigned seconds) {
-  std::fflush(nullptr);
+  (void)std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     alarm(seconds);
@@ -403,14 +403,16 @@ struct Fifo {
   }
   Fifo(const Fifo &) = delete;
   Fifo &operator=(const Fifo &) = delete;
+  Fifo(Fifo &&) = delete;
+  Fifo &operator=(Fifo &&) = delete;
 };
 
 // A writer that opens the FIFO, writes `data` at once and exits, as `printf KEY > fifo &`.
 pid_t fifo_writer(const std::string &path, const std::string &data) {
   const pid_t pid = fork();
   if (pid == 0) {
-    signal(SIGPIPE, SIG_IGN);
-    const int fd = open(path.c_str(), O_WRONLY);
+    (void)signal(SIGPIPE, SIG_IGN);
+    const int fd = open(path.c_str(), O_WRONLY);  // NOLINT(cppcoreguidelines-pro-type-vararg)
     const bool written =
         fd >= 0 && write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
     _exit(written ? 0 : 1);
@@ -431,7 +433,7 @@ TEST_CASE("a FIFO key file is opened once: a writer that writes and exits is rea
           o.key_file = fifo.path;
           const auto derived = lbscrypt::derive_plain_key(o, false, nullptr);
           if (!derived) {
-            std::fprintf(stderr, "%s\n", derived.error().message.c_str());
+            (void)std::fputs((derived.error().message + "\n").c_str(), stderr);
           }
           return derived.ok() && derived->key.view() == key;
         },
@@ -487,7 +489,7 @@ TEST_CASE("a huge --keyfile-offset on a character device fails at once", "[keys]
   // And the same bound for standard input that is not a file.
   const int from_stdin = in_child(
       [] {
-        const int zero = open("/dev/zero", O_RDONLY);
+        const int zero = open("/dev/zero", O_RDONLY);  // NOLINT(cppcoreguidelines-pro-type-vararg)
         if (zero < 0 || dup2(zero, STDIN_FILENO) != STDIN_FILENO) {
           return false;
         }
@@ -526,7 +528,7 @@ TEST_CASE("a closed standard input is refused by name, never read", "[keys]") {
   // main() holds fd 0 of a closed standard input with /dev/null opened write-only.
   const int status = in_child(
       [] {
-        const int null = open("/dev/null", O_WRONLY);
+        const int null = open("/dev/null", O_WRONLY);  // NOLINT(cppcoreguidelines-pro-type-vararg)
         if (null < 0 || dup2(null, STDIN_FILENO) != STDIN_FILENO) {
           return false;
         }
