@@ -3,7 +3,7 @@
 # BOOT: lbscrypt
 # KERNELS: none
 #   its mkfs, LVM and fsck runs take minutes: make harden's debug kernel runs it,
-#   and make stacking on arm64-64k
+#   and make stacking, on the same kernel (arm64-64k has no btrfs and XFS)
 # FULL-KERNELS: arm64-64k-debug
 #   the table's cells are the 64K kernel's
 # LIMIT: 600 30 cells of mkfs, LVM, fsck
