@@ -83,6 +83,7 @@ on_exit dm_remove lbs-rc-state
 on_exit dm_remove lbs-rc-chk
 on_exit umount "$smnt"
 on_exit rm -rf "$registry"
+on_exit private_left
 [ -z "$(ls -A "$registry" 2>/dev/null)" ] || fail "the guest's registry $registry is not empty: $(ls "$registry")"
 
 key_a=$w/a.key key_b=$w/b.key
