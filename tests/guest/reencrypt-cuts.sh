@@ -11,13 +11,14 @@
 # ORDER: 335
 #
 # reencrypt-cuts.sh: an offline `lbscrypt reencrypt` survives a power cut at
-# every point that matters. The volume (2 MiB) and the state filesystem (ext4,
-# 16 MiB) are two dm-linear slices (lbs-rc-data, lbs-rc-state) of ONE
-# dm-log-writes device, so one log orders every write of both: the tool's
-# fdatasyncs of its journal and state are flushes in the same log as the
-# volume's. Three conversions, each with hotzones of 768 KiB (three hotzones,
-# the last short): 512 -> 4096 with a key change and 65536 with a key change
-# (random data, --force), and 4096 -> 65536 keeping the key where the volume
+# every point that matters. The volume (4 MiB: the smallest a 64K-block ext4
+# takes) and the state filesystem (ext4, 16 MiB) are two dm-linear slices
+# (lbs-rc-data, lbs-rc-state) of ONE dm-log-writes device, so one log orders
+# every write of both: the tool's fdatasyncs of its journal and state are
+# flushes in the same log as the volume's. Three conversions, each with
+# hotzones of 1536 KiB (three hotzones, the last short): 512 -> 4096 with a
+# key change and 65536 with a key change (random data, --force), and 4096 ->
+# 65536 keeping the key where the volume
 # holds a 64K-block ext4 made on the 4096 volume. For each, the log of the
 # whole run is replayed (/lbs/bin/logreplay, tests/guest/bin/logreplay.c) onto
 # a copy of the slices as they were, and at each cut point a copy of the image
@@ -64,11 +65,11 @@ grep -qw '^log-writes' <(dmsetup targets) || fail "no log-writes target (dm-log-
 full=${LBS_REENC_CUTS_FULL:-0}
 sample=${LBS_REENC_CUTS_SAMPLE:-6}
 seed=${LBS_REENC_CUTS_SEED:-$(($(date +%s) % 100000))}
-hotzone=${LBS_REENC_CUTS_HOTZONE:-786432}
+hotzone=${LBS_REENC_CUTS_HOTZONE:-1572864}
 printf 'REENC-CUTS seed %s (LBS_REENC_CUTS_SEED=%s repeats this run), full %s\n' "$seed" "$seed" "$full"
 RANDOM=$seed
 
-data_bytes=$((2 << 20)) state_bytes=$((16 << 20))
+data_bytes=$((4 << 20)) state_bytes=$((16 << 20))
 data_sec=$((data_bytes / 512)) state_sec=$((state_bytes / 512))
 w=/tmp/lbs-rc
 smnt=/mnt/lbs-rc-state
@@ -439,7 +440,7 @@ one_line() {
 }
 
 c_label=faults c_old=512 c_new=4096 c_new_key=$key_b c_fs=""
-hotzone=16384 # 128 hotzones: the kills and the error land in the middle
+hotzone=32768 # 128 hotzones: the kills and the error land in the middle
 make_base 512 ""
 setup_plain
 state=$smnt/kill.state
