@@ -69,7 +69,7 @@ hotzone=${LBS_REENC_CUTS_HOTZONE:-1572864}
 printf 'REENC-CUTS seed %s (LBS_REENC_CUTS_SEED=%s repeats this run), full %s\n' "$seed" "$seed" "$full"
 RANDOM=$seed
 
-data_bytes=$((4 << 20)) state_bytes=$((16 << 20))
+data_bytes=$((4 << 20)) state_bytes=$((8 << 20))
 data_sec=$((data_bytes / 512)) state_sec=$((state_bytes / 512))
 w=/tmp/lbs-rc
 smnt=/mnt/lbs-rc-state
@@ -90,11 +90,15 @@ on_exit private_left
 key_a=$w/a.key key_b=$w/b.key
 test_key_file "$key_a" 64
 head -c 64 /dev/urandom >"$key_b"
-hex_of() { od -An -v -tx1 "$1" | tr -d ' \n'; }
+declare -A key_hex=()
+for k in "$key_a" "$key_b"; do
+	key_hex[$k]=$(od -An -v -tx1 "$k" | tr -d ' \n')
+done
 
-# crypt_table SS KEYFILE DEV: the volume's table over DEV with sector size SS
+# crypt_table SS KEYFILE DEV: table, the volume's table over DEV with sector
+# size SS (no subshell: process starts are what a check costs under TCG)
 crypt_table() {
-	printf '0 %s crypt aes-xts-plain64 %s 0 %s 0 1 sector_size:%s' "$data_sec" "$(hex_of "$2")" "$3" "$1"
+	printf -v table '0 %s crypt aes-xts-plain64 %s 0 %s 0 1 sector_size:%s' "$data_sec" "${key_hex[$2]}" "$3" "$1"
 }
 
 # slices DEV: the volume and the state filesystem over DEV, in one dmsetup call;
@@ -113,14 +117,17 @@ unslice() {
 # (else problem says why)
 plain_sum() {
 	local rc=0
-	dmsetup create lbs-rc-chk --table "$(crypt_table "$1" "$2" /dev/mapper/lbs-rc-data)" ||
+	crypt_table "$1" "$2" /dev/mapper/lbs-rc-data
+	dmsetup create lbs-rc-chk --table "$table" ||
 		fail "a crypt table at $1 over the volume was refused: $(ti_error)"
-	psum=$(sha_of /dev/mapper/lbs-rc-chk "$data_bytes" 65536)
+	# a mapping made just now has no page cache: read through O_DIRECT all the same
+	psum=$(dd if=/dev/mapper/lbs-rc-chk bs=65536 iflag=direct status=none | sha256sum)
+	psum=${psum%% *}
 	if [ "${3:-}" = ext4 ]; then
 		e2fsck -fn /dev/mapper/lbs-rc-chk >"$w/fsck.log" 2>&1 || rc=$?
 		[ "$rc" = 0 ] || problem+="${problem:+; }e2fsck -fn exit $rc: $(grep -v '^Pass\|^e2fsck' "$w/fsck.log" | head -n 6 | tr '\n' '|')"
 	fi
-	dm_remove lbs-rc-chk
+	[ "${4:-}" = keep ] || dm_remove lbs-rc-chk
 }
 
 # private_left: remove what a killed or failed run left (its private
@@ -146,7 +153,8 @@ make_base() {
 	truncate -s $((data_bytes + state_bytes)) "$w/base.img"
 	loop=$(losetup -f --show "$w/base.img")
 	slices "$loop"
-	dmsetup create lbs-rc-chk --table "$(crypt_table "$1" "$key_a" /dev/mapper/lbs-rc-data)" ||
+	crypt_table "$1" "$key_a" /dev/mapper/lbs-rc-data
+	dmsetup create lbs-rc-chk --table "$table" ||
 		fail "a crypt table at $1 was refused: $(ti_error)"
 	head -c "$data_bytes" /dev/urandom >"$w/plain"
 	put "$w/plain" /dev/mapper/lbs-rc-chk 65536
@@ -215,7 +223,7 @@ logged_run() {
 # before the run) and kind (before, resumed, after)
 journal_block=""
 check_image() {
-	local out side key left
+	local out side key
 	problem="" kind=""
 	cp "$w/replay.img" "$w/check.img"
 	slices "$cloop"
@@ -231,7 +239,6 @@ check_image() {
 				[ -n "$journal_block" ] || journal_block=$(debugfs -R "bmap /run.state.journal 0" \
 					/dev/mapper/lbs-rc-state 2>/dev/null | tail -n 1) || true
 			fi
-			rm -rf "$registry"
 			out=$(reenc_resume "$smnt/run.state" 2>&1) || problem="--resume failed: $(head -n 2 <<<"$out" | tr '\n' ' ')"
 			[ ! -e "$smnt/run.state" ] || [ -n "$problem" ] || problem="--resume left the state file"
 		elif [ "$seen_state" = 1 ]; then
@@ -241,14 +248,16 @@ check_image() {
 		fi
 		umount "$smnt"
 	fi
-	left=$(private_left)
-	[ -z "$left" ] || problem+="${problem:+; }private mappings left: $left"
-	rm -rf "$registry"
+	# what a failed resume left: its private mappings, its registry entry
+	if [[ $(dmsetup ls) == *lbscrypt-reenc-* ]]; then
+		problem+="${problem:+; }private mappings left: $(private_left)"
+	fi
+	[ -z "$(compgen -G "$registry/*")" ] || rm -rf "$registry"
 	side=$c_new key=$c_new_key
 	[ "$kind" != before ] || side=$c_old key=$key_a
-	plain_sum "$side" "$key" "$c_fs"
+	plain_sum "$side" "$key" "$c_fs" keep
 	[ "$psum" = "$want" ] || problem+="${problem:+; }the plaintext read with the ${kind:-?} parameters ($side) differs"
-	unslice
+	dmsetup remove lbs-rc-chk lbs-rc-data lbs-rc-state || fail "the check's mappings did not go: $(dmsetup ls)"
 }
 
 # replay_check LABEL SELECTED OPTION...: replay the log with the replayer's
@@ -305,22 +314,31 @@ replay_check() {
 # The stops to check, from entries.txt (sectors of $log_ss bytes; the volume is
 # the first $data_bytes bytes of the device).
 # points_selected: every flush and FUA entry, a seeded sample of the rest (FULL:
-# every entry and the state before the first), as "POINT n" lines; prints the
-# counts "flushes fuas sampled plain"
+# every entry and the state before the first), as "POINT n" lines; a point
+# with no write since the last one selected leaves the same image, checked
+# there, and is left out (counted); prints the counts "flushes fuas sampled
+# plain same-image" on stderr
 points_selected() {
 	awk -v full="$full" -v n="$sample" -v seed=$((seed + 7919 * $1)) '
 		$1 == "ENTRY" {
-			if ($5 ~ /[FU]/) { print "POINT " $2; f += ($5 ~ /F/); u += ($5 ~ /U/) }
-			else plain[++np] = $2
+			ne++; fl[ne] = $5; wr[ne] = $4 > 0 && $5 !~ /M/
+			if ($5 ~ /[FU]/) { pick[ne] = 1; f += ($5 ~ /F/); u += ($5 ~ /U/) }
+			else plain[++np] = ne
 		}
 		END {
-			if (full == 1) { print "POINT 0"; for (i = 1; i <= np; i++) print "POINT " plain[i]; n = np }
+			if (full == 1) { print "POINT 0"; for (i = 1; i <= np; i++) pick[plain[i]] = 1; n = np }
 			else {
 				srand(seed)
 				if (n > np) n = np
-				for (k = 0; k < n; ) { i = int(rand() * np) + 1; if (!(i in got)) { got[i] = 1; print "POINT " plain[i]; k++ } }
+				for (k = 0; k < n; ) { i = plain[int(rand() * np) + 1]; if (!(i in pick)) { pick[i] = 1; k++ } }
 			}
-			printf "%d %d %d %d\n", f, u, n, np > "/dev/stderr"
+			changed = 1
+			for (e = 1; e <= ne; e++) {
+				if (wr[e]) changed = 1
+				if (!(e in pick)) continue
+				if (changed) { print "POINT " e; changed = 0 } else same++
+			}
+			printf "%d %d %d %d %d\n", f, u, n, np, same > "/dev/stderr"
 		}' "$w/entries.txt"
 }
 
@@ -358,20 +376,20 @@ control_selected() {
 total_checked=0 total_same=0 n_convert=0
 # convert LABEL OLD NEW NEWKEY FS: the logged run and its replays
 convert() {
-	local counts f u s np
+	local counts f u s np same
 	c_label=$1 c_old=$2 c_new=$3 c_new_key=$4 c_fs=$5
 	n_convert=$((n_convert + 1))
 	journal_block=""
 	make_base "$c_old" "$c_fs"
 	logged_run
 	counts=$(points_selected "$n_convert" 2>&1 >"$w/points.sel")
-	read -r f u s np <<<"$counts"
+	read -r f u s np same <<<"$counts"
 	[ $((f + u)) -ge 6 ] || fail "$c_label: only $f flushes and $u FUA writes in the log: the run did not go through the state filesystem and the volume"
 	replay_check "$c_label" "$w/points.sel" each
 	[ "$(sha256sum <"$w/replay.img")" = "$work_sum" ] ||
 		fail "$c_label: the log replayed to its end differs from the logged device (the replayer or the log is wrong)"
-	printf 'REENC-CUTS %s: cut points checked %s (flushes %s, FUA %s, sampled %s of %s other writes), the same plaintext %s: before the run %s, resumed %s, after the run %s (%s s)\n' \
-		"$c_label" "$n_checked" "$f" "$u" "$s" "$np" "$n_same" "$n_before" "$n_resumed" "$n_after" "$replay_secs"
+	printf 'REENC-CUTS %s: cut points checked %s (flushes %s, FUA %s, sampled %s of %s other writes; %s more leave the image of one checked), the same plaintext %s: before the run %s, resumed %s, after the run %s (%s s)\n' \
+		"$c_label" "$n_checked" "$f" "$u" "$s" "$np" "$same" "$n_same" "$n_before" "$n_resumed" "$n_after" "$replay_secs"
 	total_checked=$((total_checked + n_checked)) total_same=$((total_same + n_same))
 	[ "$n_same" = "$n_checked" ] || fail "$c_label: $((n_checked - n_same)) of $n_checked cut points did not give the plaintext back; the first: $first_bad"
 	{ [ "$n_before" -ge 1 ] && [ "$n_resumed" -ge 3 ]; } ||
