@@ -12,7 +12,7 @@
 #
 # reencrypt-cuts.sh: an offline `lbscrypt reencrypt` survives a power cut at
 # every point that matters. The volume (4 MiB: the smallest a 64K-block ext4
-# takes) and the state filesystem (ext4, 16 MiB) are two dm-linear slices
+# takes) and the state filesystem (ext4, 8 MiB) are two dm-linear slices
 # (lbs-rc-data, lbs-rc-state) of ONE dm-log-writes device, so one log orders
 # every write of both: the tool's fdatasyncs of its journal and state are
 # flushes in the same log as the volume's. Three conversions, each with
@@ -31,6 +31,8 @@
 # The cut points: make check checks every flush and FUA of the log, and a
 # seeded sample (LBS_REENC_CUTS_SAMPLE, 6 a conversion; the seed printed,
 # LBS_REENC_CUTS_SEED gives it) of the other writes (a cut after that write);
+# a point with no write since the last one checked leaves that image, and is
+# counted, not checked again;
 # LBS_REENC_CUTS_FULL=1 (make check-full, make harden) checks every write point
 # (and the state before the first). Torn writes, at the 65536 conversions: at
 # each flush and FUA point after which writes of the volume larger than 4096
