@@ -427,8 +427,6 @@ control() {
 
 t_all=$SECONDS
 controls_failed=0
-key_c=$w/c.key
-head -c 64 /dev/urandom >"$key_c"
 convert "512->4096 new key" 512 4096 "$key_b" ""
 convert "65536 new key" 65536 65536 "$key_b" ""
 control
