@@ -4,7 +4,7 @@
 # KERNELS: arm64-64k
 #   65536-byte sectors and a 64K-block ext4: one 64K kernel shows every case
 # FULL-KERNELS: page>16384
-# LIMIT: 600 every flush and FUA of three logged conversions, a resume at each, under emulation
+# LIMIT: 1500 ~40 cut points a conversion at ~5 s each (a resume, two mounts), three conversions, torn, faults
 # FULL-LIMIT: 3600 LBS_REENC_CUTS_FULL=1: every write point of the logs and every tear
 # FULL-ENV: LBS_REENC_CUTS_FULL=1
 # NEEDS: tool dm-log-writes loop
