@@ -477,7 +477,7 @@ TEST_CASE("reencrypt state: a removal stopped in the journal's wipe has removed 
   REQUIRE(setrlimit(RLIMIT_FSIZE, &tiny) == 0);
   const auto removed = lbscrypt::remove_state(path);
   REQUIRE(setrlimit(RLIMIT_FSIZE, &saved) == 0);
-  std::signal(SIGXFSZ, old_handler);
+  static_cast<void>(std::signal(SIGXFSZ, old_handler));
   REQUIRE_FALSE(removed.ok());
   CHECK_THAT(removed.error().message, Catch::Contains("wipe the journal"));
   CHECK_FALSE(std::filesystem::exists(path));
