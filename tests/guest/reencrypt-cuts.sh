@@ -51,6 +51,7 @@
 # from the device (the slice under the volume swapped to the error target
 # mid-run: the 64K kernel has no dm-flakey), one line saying --resume goes on;
 # the slice restored, --resume finishes. Each ends with the plaintext checked.
+# LBS_REENC_CUTS_PARTS=cuts or faults runs one half alone.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
