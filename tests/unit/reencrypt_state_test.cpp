@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The reencrypt state file: PBKDF2 and the key verifiers, the strict JSON, the atomic write,
 // the refusals of paths that are not regular files, removal with the journal, and the lock.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
+
+#include <csignal>
 
 #include <nlohmann/json.hpp>
 
@@ -452,6 +455,36 @@ TEST_CASE("reencrypt state: removal wipes the journal, then unlinks both", "[ree
   REQUIRE(lbscrypt::remove_state(path).ok());
   CHECK(names_in(dir.path) == std::set<std::string>{"witness"});
   CHECK(lbscrypt::remove_state(path).ok());
+}
+
+// A removal that stops part way (here: the journal's wipe fails, as a power cut could stop
+// it) must not leave the state beside a journal whose slots are gone: --resume would read
+// blank slots as a run at position 0 and convert the volume a second time. The state goes
+// first. RLIMIT_FSIZE of 1 byte makes every write past the first byte fail with EFBIG.
+TEST_CASE("reencrypt state: a removal stopped in the journal's wipe has removed the state",
+          "[reencrypt]") {
+  const TempDir dir;
+  const auto path = dir.path / "vdb.state";
+  const auto journal = lbscrypt::journal_path(path);
+  REQUIRE(lbscrypt::write_state(path, sample_state()).ok());
+  const std::string slots_and_data(std::size_t{3} * 4096, '\x5a');
+  { std::ofstream(journal, std::ios::binary) << slots_and_data; }
+  struct rlimit saved {};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit tiny = saved;
+  tiny.rlim_cur = 1;
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &tiny) == 0);
+  const auto removed = lbscrypt::remove_state(path);
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &saved) == 0);
+  static_cast<void>(std::signal(SIGXFSZ, old_handler));
+  REQUIRE_FALSE(removed.ok());
+  CHECK_THAT(removed.error().message, Catch::Contains("wipe the journal"));
+  CHECK_FALSE(std::filesystem::exists(path));
+  CHECK(std::filesystem::exists(journal));
+  // Run again, it finishes the removal.
+  REQUIRE(lbscrypt::remove_state(path).ok());
+  CHECK(names_in(dir.path).empty());
 }
 
 TEST_CASE("reencrypt state: a journal that is a symlink stops the removal", "[reencrypt]") {

@@ -36,6 +36,11 @@
  *                   "TORN <point> <writes> <torn writes> <units kept old>",
  *                   wait for a line as at a point, then put the old contents
  *                   back and go on.
+ *       lose=START:BYTES
+ *                   a control: the bytes of the image from START on (BYTES of
+ *                   them) are never written (the log's writes there lost,
+ *                   as a device that dropped them would leave them); up to
+ *                   8 ranges, without tear=
  *       whole       with tear=, before each TORN stop a stop with the same
  *                   writes laid whole (every unit new: the state after the
  *                   next flush), printed "WHOLE <point> <writes> 0 0", so that
@@ -233,6 +238,11 @@ static int list(int each)
 static unsigned char *buf;
 static size_t buf_size;
 
+/* lose=: the byte ranges of the image never written */
+#define MAX_LOST 8
+static struct { off_t start, end; } lost[MAX_LOST];
+static int nr_lost;
+
 static unsigned char *buffer(size_t len)
 {
 	if (len > buf_size) {
@@ -258,6 +268,15 @@ static void apply(int img, const struct entry *e)
 		memset(p, 0, len);
 	else
 		read_at(log_fd, p, len, e->data, "an entry's data");
+	for (int k = 0; k < nr_lost; k++) {
+		off_t a = (off_t)(e->sector * ss), b = a + (off_t)len;
+		off_t from = a > lost[k].start ? a : lost[k].start;
+		off_t to = b < lost[k].end ? b : lost[k].end;
+
+		/* what the image holds there stays: the write's bytes are lost */
+		if (from < to)
+			read_at(img, p + (from - a), (size_t)(to - from), from, "the image");
+	}
 	write_at(img, p, len, (off_t)(e->sector * ss));
 }
 
@@ -358,15 +377,27 @@ static int replay(const char *image, int argc, char **argv)
 			point_flags = ALL_POINTS;
 		else if (!strcmp(argv[n], "whole"))
 			whole = 1;
-		else {
+		else if (!strncmp(argv[n], "lose=", 5)) {
+			char *end;
+			unsigned long long start = strtoull(argv[n] + 5, &end, 10), bytes;
+
+			bytes = *end == ':' ? strtoull(end + 1, &end, 10) : 0;
+			if (*end || !bytes || nr_lost == MAX_LOST) {
+				fprintf(stderr, "logreplay: lose=START:BYTES (bytes at least 1, at most %d ranges): %s\n",
+					MAX_LOST, argv[n]);
+				return 2;
+			}
+			lost[nr_lost].start = (off_t)start;
+			lost[nr_lost++].end = (off_t)(start + bytes);
+		} else {
 			fprintf(stderr, "logreplay: unknown option %s\n", argv[n]);
 			return 2;
 		}
 	}
 	if (!every || (unit && (unit < 512 || unit % 512)) || (drop && point_flags == ALL_POINTS) ||
-	    (whole && (!unit || drop))) {
+	    (whole && (!unit || drop)) || (nr_lost && unit)) {
 		fprintf(stderr,
-			"logreplay: every= must be at least 1, tear= a multiple of 512; drop= goes without each; whole needs tear= and no drop=\n");
+			"logreplay: every= must be at least 1, tear= a multiple of 512; drop= goes without each; whole needs tear= and no drop=; lose= goes without tear=\n");
 		return 2;
 	}
 	img = open(image, O_RDWR);
@@ -455,6 +486,6 @@ int main(int argc, char **argv)
 		open_log(argv[2]);
 		return replay(argv[3], argc - 4, argv + 4);
 	}
-	fprintf(stderr, "usage: logreplay list LOG [each] | logreplay replay LOG IMAGE [every=K] [drop=K] [each] [tear=UNIT [whole]]\n");
+	fprintf(stderr, "usage: logreplay list LOG [each] | logreplay replay LOG IMAGE [every=K] [drop=K] [each] [lose=START:BYTES]... [tear=UNIT [whole]]\n");
 	return 2;
 }

@@ -106,7 +106,9 @@ struct ReencryptState {
 [[nodiscard]] Result<void> write_state(const std::filesystem::path &path,
                                        const ReencryptState &state);
 [[nodiscard]] Result<ReencryptState> read_state(const std::filesystem::path &path);
-// Removes the state and its journal (the journal wiped first), and fsyncs the directory.
+// Removes the state file, durably (directory fsynced), then wipes its journal and removes it:
+// a power cut anywhere leaves either the state with its whole journal (--resume finishes) or
+// no state. A journal without its state is a leftover to remove.
 [[nodiscard]] Result<void> remove_state(const std::filesystem::path &path);
 
 // An exclusive flock on the state file for the whole run: a second reencrypt of the same run
@@ -175,7 +177,8 @@ class JournalStore {
 };
 
 // The journal file: created (preallocated to 8192 + hotzone_bytes, zero-filled, fsynced, mode
-// 0600) when `create`, else opened and its size and run id checked.
+// 0600) when `create`, else opened and its size and run id checked. A run creates it before
+// its state file, so a state file that exists always has its whole journal beside it.
 [[nodiscard]] Result<std::unique_ptr<JournalStore>> open_journal(const std::filesystem::path &path,
                                                                  const std::string &run_id,
                                                                  std::uint64_t hotzone_bytes,

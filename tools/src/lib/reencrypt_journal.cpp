@@ -320,9 +320,9 @@ Result<FileDescriptor> jfile_create(const std::filesystem::path &path, std::uint
       return detail::not_regular_file_error(path, st.st_mode);
     }
     return make_error(Errc::exists,
-                      fmt::format("{} already exists: it is the journal of a run in progress; "
-                                  "resume that run with --resume, or remove it if it is no "
-                                  "run's",
+                      fmt::format("{} already exists without its state file: a run cut "
+                                  "before its first write or after its last left it; remove "
+                                  "it, or name another state file",
                                   printable(path.string())),
                       EEXIST);
   }

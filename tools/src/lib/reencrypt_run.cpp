@@ -265,24 +265,25 @@ Result<ReencryptOutcome> run_with(const ReencryptRequest &request, const Reencry
     if (auto r = check_reencrypt_write_unit(*facts, outcome.warnings); !r) {
       return r.error();
     }
-    if (auto r = write_state(request.state, state); !r) {
-      return r.error();
-    }
+  }
+  // The journal before the state file: a power cut between the two then leaves a journal
+  // without a state (nothing written to the device yet: a leftover), never a state whose
+  // journal is missing or half made, which --resume could not go on from.
+  auto journal =
+      open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes, create);
+  if (!journal) {
+    return journal.error();
   }
   if (create) {
+    if (auto r = write_state(request.state, state); !r) {
+      static_cast<void>(remove_state(request.state));  // the journal made just now
+      return r.error();
+    }
     auto locked = StateLock::acquire(request.state);
     if (!locked) {
       return locked.error();
     }
     lock.emplace(std::move(locked).value());
-  }
-  auto journal =
-      open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes, create);
-  if (!journal) {
-    if (create) {
-      static_cast<void>(remove_state(request.state));
-    }
-    return journal.error();
   }
   const RegistryEntry entry = run_entry(request, state);
   const auto listed = find_entry(request.registry_dir, state.device, request.sysfs);

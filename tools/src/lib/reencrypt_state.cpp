@@ -606,37 +606,46 @@ Result<void> remove_state(const std::filesystem::path &path) {
   if (!journal_exists) {
     return journal_exists.error();
   }
-  if (*journal_exists) {
-    // The journal held old ciphertext: zeros over it, durable, before it is unlinked.
-    auto fd = statefile_open(journal, O_WRONLY, "wipe the journal");
-    if (!fd) {
-      return fd.error();
+  // The state goes first, durably: while it exists --resume reads the journal, so a power cut
+  // must never find the state beside a journal already wiped (its blank slots would read as
+  // a run at position 0, and the volume would be converted a second time) or already gone.
+  if (*state_exists) {
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return detail::state_file_error("remove the state file", path, errno);
     }
-    const auto st = statefile_fstat_regular(fd->get(), journal, "wipe the journal");
-    if (!st) {
-      return st.error();
-    }
-    const auto size = static_cast<std::uint64_t>(st->st_size);
-    const std::vector<std::uint8_t> zeros(
-        static_cast<std::size_t>(std::min<std::uint64_t>(size, kStatefileWipeChunk)));
-    for (std::uint64_t at = 0; at < size; at += zeros.size()) {
-      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size - at));
-      if (const int err = detail::pwrite_full(fd->get(), {zeros.data(), n}, at); err != 0) {
-        return detail::state_file_error("wipe the journal", journal, err);
-      }
-    }
-    if (fdatasync(fd->get()) != 0) {
-      return detail::state_file_error("wipe the journal", journal, errno);
-    }
-    if (unlink(journal.c_str()) != 0 && errno != ENOENT) {
-      return detail::state_file_error("remove the journal", journal, errno);
+    if (const int err = detail::fsync_parent_directory(path); err != 0) {
+      return detail::state_file_error("make durable the directory of", path, err);
     }
   }
-  if (*state_exists && unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return detail::state_file_error("remove the state file", path, errno);
+  if (!*journal_exists) {
+    return {};
   }
-  if (const int err = detail::fsync_parent_directory(path); err != 0) {
-    return detail::state_file_error("make durable the directory of", path, err);
+  // The journal held old ciphertext: zeros over it, durable, before it is unlinked.
+  auto fd = statefile_open(journal, O_WRONLY, "wipe the journal");
+  if (!fd) {
+    return fd.error();
+  }
+  const auto st = statefile_fstat_regular(fd->get(), journal, "wipe the journal");
+  if (!st) {
+    return st.error();
+  }
+  const auto size = static_cast<std::uint64_t>(st->st_size);
+  const std::vector<std::uint8_t> zeros(
+      static_cast<std::size_t>(std::min<std::uint64_t>(size, kStatefileWipeChunk)));
+  for (std::uint64_t at = 0; at < size; at += zeros.size()) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size - at));
+    if (const int err = detail::pwrite_full(fd->get(), {zeros.data(), n}, at); err != 0) {
+      return detail::state_file_error("wipe the journal", journal, err);
+    }
+  }
+  if (fdatasync(fd->get()) != 0) {
+    return detail::state_file_error("wipe the journal", journal, errno);
+  }
+  if (unlink(journal.c_str()) != 0 && errno != ENOENT) {
+    return detail::state_file_error("remove the journal", journal, errno);
+  }
+  if (const int err = detail::fsync_parent_directory(journal); err != 0) {
+    return detail::state_file_error("make durable the directory of", journal, err);
   }
   return {};
 }
