@@ -44,10 +44,12 @@ struct LiveMapping {
                                                           const MappingRequest &given);
 // The old key the user gave is NAME's key (compared in constant time). Errc::key.
 [[nodiscard]] Result<void> check_live_key(const LiveMapping &live, const SecretBuffer &old_key);
-// The device is held by NAME alone: `user` is BlockDevices::user_of(device). Errc::busy naming
-// the other holder.
+// The device is held by NAME alone: `user` is BlockDevices::user_of(device). The private
+// mappings of the run `run_id` (when given: a resume, or what a killed run left) do not count.
+// Errc::busy naming the other holders.
 [[nodiscard]] Result<void> check_live_holder(const LiveMapping &live, const std::string &device,
-                                             const std::optional<std::string> &user);
+                                             const std::optional<std::string> &user,
+                                             std::string_view run_id = {});
 
 // The table NAME carries when everything before `boundary` (bytes, a multiple of the larger
 // sector) is converted: [0, boundary) with the new side and key, [boundary, end) with the old,

@@ -14,6 +14,7 @@ namespace lbscrypt {
 namespace {
 
 constexpr std::uint64_t kOnlineSectorBytes = 512;
+constexpr std::size_t kOnlineRunNameChars = 16;
 
 bool online_same_key(const KeySpec &spec, const SecretBuffer &key) {
   const auto *bytes = std::get_if<SecretBuffer>(&spec);
@@ -167,10 +168,31 @@ Result<void> check_live_key(const LiveMapping &live, const SecretBuffer &old_key
 }
 
 Result<void> check_live_holder(const LiveMapping &live, const std::string &device,
-                               const std::optional<std::string> &user) {
+                               const std::optional<std::string> &user, std::string_view run_id) {
   const std::string ours = fmt::format("device-mapper mapping {} (dm-{})", live.name,
                                        live.info.minor);
-  if (!user || *user != ours) {
+  // user_of joins the holders with ", "; a run's private mappings are lbscrypt-reenc-<16 hex
+  // of its id>-old and -new (reencrypt_io.hpp).
+  const std::string run_prefix =
+      run_id.size() >= kOnlineRunNameChars
+          ? fmt::format("device-mapper mapping lbscrypt-reenc-{}-", run_id.substr(0, kOnlineRunNameChars))
+          : std::string{};
+  bool found = false;
+  std::string others;
+  const std::string_view text = user ? std::string_view(*user) : std::string_view{};
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t comma = text.find(", ", at);
+    const std::string_view holder =
+        text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
+    at = comma == std::string_view::npos ? text.size() : comma + 2;
+    if (holder == ours) {
+      found = true;
+    } else if (run_prefix.empty() || !holder.starts_with(run_prefix)) {
+      others += others.empty() ? "" : ", ";
+      others += holder;
+    }
+  }
+  if (!found || !others.empty()) {
     return make_error(Errc::busy,
                       fmt::format("{} is held by {}, not by {} alone: online reencrypt needs the "
                                   "device under the active mapping and nothing else",

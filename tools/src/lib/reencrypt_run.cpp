@@ -167,12 +167,13 @@ Result<PlanFacts> run_facts(const ReencryptRequest &request, const std::string &
 
 // Every refusal that needs no key: the data's length in bytes. Online, the device is held by
 // the active mapping alone.
-Result<std::uint64_t> run_plan_checks(const PlanFacts &facts, const LiveMapping *live) {
+Result<std::uint64_t> run_plan_checks(const PlanFacts &facts, const LiveMapping *live,
+                                      std::string_view run_id = {}) {
   auto data_bytes = check_reencrypt_geometry(facts);
   if (!data_bytes) {
     return data_bytes.error();
   }
-  if (auto r = live != nullptr ? check_live_holder(*live, facts.device, facts.user)
+  if (auto r = live != nullptr ? check_live_holder(*live, facts.device, facts.user, run_id)
                                : check_reencrypt_device_free(facts);
       !r) {
     return r.error();
@@ -669,7 +670,7 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!facts) {
     return facts.error();
   }
-  if (auto r = run_plan_checks(*facts, &*live); !r) {
+  if (auto r = run_plan_checks(*facts, &*live, state->run_id); !r) {
     return r.error();
   }
   if (auto r = run_tables(old_request, state->new_side, env); !r) {
