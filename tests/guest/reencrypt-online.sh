@@ -204,7 +204,7 @@ what="kill -9 while suspended, then --resume"
 state=$state_dir/kill.state
 lbscrypt -q reencrypt --active-name "$name" --cipher aes-xts-plain64 --key-size 512 \
 	--sector-size 65536 --key-file "$key_b" --new-key-file "$key_c" \
-	--hotzone-size $((8 << 20)) --state "$state" >/tmp/online-kill.log 2>&1 &
+	--hotzone-size $((16 << 20)) --state "$state" >/tmp/online-kill.log 2>&1 &
 pid=$!
 caught=0
 for _ in $(seq 3000); do

@@ -471,7 +471,7 @@ struct OnlineFixture {
   }
 
   // What the users read (or, with `data`, write) through the live table at `position`.
-  void through_live(std::uint64_t position, std::span<std::uint8_t> bytes, bool write) {
+  void through_live(std::uint64_t position, std::span<std::uint8_t> bytes, bool writing) {
     const auto lines = live_lines();
     for (std::size_t i = 0; i < bytes.size(); ++i) {
       const std::uint64_t at = position + i;
@@ -484,7 +484,7 @@ struct OnlineFixture {
       const auto model = online_model(*line, logical);
       const std::uint64_t device_at = model.device_sector * 512 + at % sector;
       const std::uint8_t key = std::get<SecretBuffer>(line->key).data()[0];
-      if (write) {
+      if (writing) {
         std::uint8_t byte = bytes[i];
         online_crypt_at(key, model.iv, at % sector, byte);
         volume.raw.at(device_at) = byte;
@@ -617,9 +617,9 @@ TEST_CASE("reencrypt online: a kill -9 while suspended, then --resume puts the m
     CHECK(online_vol_events(f.kernel) == expected);
   }
   SECTION("--abort, then --resume") {
-    ReencryptRequest abort = f.request(true);
-    abort.abort = true;
-    const auto aborted = lbscrypt::reencrypt_offline(abort, f.env, f.steps());
+    ReencryptRequest abort_request = f.request(true);
+    abort_request.abort = true;
+    const auto aborted = lbscrypt::reencrypt_offline(abort_request, f.env, f.steps());
     REQUIRE(aborted.ok());
     CHECK(aborted->report.outcome == EngineOutcome::stopped);
     CHECK(aborted->report.progress.done_bytes == 3 * kOnlineHotzone);
