@@ -94,7 +94,7 @@ TEST_CASE("reencrypt online: every line reads as one whole-device table of its s
           state.new_side = CryptSide{"aes-xts-plain64", 64, new_size, new_large};
           const std::uint64_t larger = std::max(old_size, new_size);
           for (const std::uint64_t boundary :
-               {std::uint64_t{0}, 3 * 65536ULL, state.data_bytes - larger, state.data_bytes}) {
+               {std::uint64_t{0}, std::uint64_t{3 * 65536}, state.data_bytes - larger, state.data_bytes}) {
             CAPTURE(old_size, new_size, old_large, new_large, boundary);
             CryptFlags flags;
             flags.allow_discards = true;
