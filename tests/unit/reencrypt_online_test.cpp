@@ -93,8 +93,8 @@ TEST_CASE("reencrypt online: every line reads as one whole-device table of its s
           state.old_side = CryptSide{"aes-xts-plain64", 64, old_size, old_large};
           state.new_side = CryptSide{"aes-xts-plain64", 64, new_size, new_large};
           const std::uint64_t larger = std::max(old_size, new_size);
-          for (const std::uint64_t boundary :
-               {std::uint64_t{0}, std::uint64_t{3 * 65536}, state.data_bytes - larger, state.data_bytes}) {
+          for (const std::uint64_t boundary : {std::uint64_t{0}, std::uint64_t{3 * 65536},
+                                               state.data_bytes - larger, state.data_bytes}) {
             CAPTURE(old_size, new_size, old_large, new_large, boundary);
             CryptFlags flags;
             flags.allow_discards = true;
@@ -107,8 +107,8 @@ TEST_CASE("reencrypt online: every line reads as one whole-device table of its s
             std::uint64_t next = 0;
             for (const auto &raw : lines) {
               // read back as the kernel would print it, by the table parser
-              const auto line = lbscrypt::parse_table_params(raw.params.view(), raw.start,
-                                                             raw.length);
+              const auto line =
+                  lbscrypt::parse_table_params(raw.params.view(), raw.start, raw.length);
               REQUIRE(line.ok());
               CHECK(raw.type == "crypt");
               CHECK(line->start == next);
@@ -125,9 +125,8 @@ TEST_CASE("reencrypt online: every line reads as one whole-device table of its s
               CHECK(std::get<SecretBuffer>(line->key) == (is_new ? new_key : old_key));
               const std::uint64_t last = line->start + line->length - units;
               for (const std::uint64_t logical :
-                   {line->start, line->start + units, last - (last - line->start) / 2 / units *
-                                                                 units,
-                    last}) {
+                   {line->start, line->start + units,
+                    last - (last - line->start) / 2 / units * units, last}) {
                 const auto got = online_model(*line, logical);
                 const auto want = online_whole(state, side, logical);
                 CHECK(got.device_sector == want.device_sector);
@@ -200,8 +199,7 @@ TEST_CASE("reencrypt online: the live table against what the user gave", "[reenc
     const std::vector<Case> cases{
         {"cipher", "aes-xts-plain64", "aes-cbc-essiv:sha256",
          [](lbscrypt::MappingRequest &r) { r.cipher = "aes-cbc-essiv:sha256"; }},
-        {"key size", "512 bits", "256 bits",
-         [](lbscrypt::MappingRequest &r) { r.key_bytes = 32; }},
+        {"key size", "512 bits", "256 bits", [](lbscrypt::MappingRequest &r) { r.key_bytes = 32; }},
         {"sector size", "4096", "512", [](lbscrypt::MappingRequest &r) { r.sector_size = 512; }},
         {"iv_large_sectors", "unset", "set",
          [](lbscrypt::MappingRequest &r) { r.flags.iv_large_sectors = true; }},
@@ -291,8 +289,7 @@ void online_crypt_side(const CryptSide &side, std::uint8_t key, std::span<std::u
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     const std::uint64_t at = position + i;
     const std::uint64_t start = at - at % side.sector_size;
-    const std::uint64_t iv =
-        side.iv_large_sectors ? start / side.sector_size : start / 512;
+    const std::uint64_t iv = side.iv_large_sectors ? start / side.sector_size : start / 512;
     online_crypt_at(key, iv, at % side.sector_size, bytes[i]);
   }
 }
@@ -506,8 +503,8 @@ struct OnlineFixture {
   [[nodiscard]] std::uint64_t durable_position() const {
     const auto st = lbscrypt::read_state(state);
     REQUIRE(st.ok());
-    auto journal = lbscrypt::open_journal(lbscrypt::journal_path(state), st->run_id,
-                                          st->hotzone_bytes, false);
+    auto journal =
+        lbscrypt::open_journal(lbscrypt::journal_path(state), st->run_id, st->hotzone_bytes, false);
     REQUIRE(journal.ok());
     const auto slots = (*journal)->read_slots();
     REQUIRE(slots.ok());
@@ -523,16 +520,15 @@ struct OnlineFixture {
     }
     const auto lines = live_lines();
     const std::uint64_t boundary =
-        lines.size() == 2 ? lines[1].start * 512
-                          : (*lines.front().sector_size() == new_side().sector_size ? kOnlineBytes
-                                                                                    : 0);
+        lines.size() == 2
+            ? lines[1].start * 512
+            : (*lines.front().sector_size() == new_side().sector_size ? kOnlineBytes : 0);
     if (fs::exists(state) && durable_position() != boundary) {
       checks_failed.push_back("resumed at " + std::to_string(boundary) + " with the journal at " +
                               std::to_string(durable_position()));
     }
     if (users_read() != plain) {
-      checks_failed.push_back("the users read other data at boundary " +
-                              std::to_string(boundary));
+      checks_failed.push_back("the users read other data at boundary " + std::to_string(boundary));
     }
     for (const std::uint64_t at : {boundary >= 65536 ? boundary - 65536 : kOnlineBytes,
                                    boundary < kOnlineBytes ? kOnlineBytes - 65536 : kOnlineBytes}) {
@@ -541,7 +537,8 @@ struct OnlineFixture {
       }
       Bytes data(65536);
       for (std::size_t i = 0; i < data.size(); ++i) {
-        data[i] = static_cast<std::uint8_t>(0xA5 ^ (i + 13 * static_cast<std::size_t>(user_writes)));
+        data[i] =
+            static_cast<std::uint8_t>(0xA5 ^ (i + 13 * static_cast<std::size_t>(user_writes)));
       }
       ++user_writes;
       through_live(at, data, true);
@@ -596,9 +593,10 @@ TEST_CASE("reencrypt online: a run suspends, records, switches and resumes per h
   CHECK(f.registry_empty());
 }
 
-TEST_CASE("reencrypt online: a kill -9 while suspended, then --resume puts the mapping right "
-          "first",
-          "[reencrypt][online]") {
+TEST_CASE(
+    "reencrypt online: a kill -9 while suspended, then --resume puts the mapping right "
+    "first",
+    "[reencrypt][online]") {
   OnlineFixture f;
   f.volume.kill_at_write = 2;  // mid-way through the third hotzone's conversion
   CHECK_THROWS_AS(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()), OnlineKilled);
@@ -612,8 +610,8 @@ TEST_CASE("reencrypt online: a kill -9 while suspended, then --resume puts the m
     CHECK(resumed->report.outcome == EngineOutcome::finished);
     // the hotzone in flight put back and done while still suspended, then the switch; then
     // the last hotzone as usual
-    const std::vector<std::string> expected{"reload vol", "resume vol", "suspend vol",
-                                            "reload vol", "resume vol"};
+    const std::vector<std::string> expected{"reload vol", "resume vol", "suspend vol", "reload vol",
+                                            "resume vol"};
     CHECK(online_vol_events(f.kernel) == expected);
   }
   SECTION("--abort, then --resume") {
@@ -651,7 +649,8 @@ TEST_CASE("reencrypt online: a kill -9 while suspended, then --resume puts the m
   CHECK_FALSE(fs::exists(f.state));
 }
 
-TEST_CASE("reencrypt online: a stop between hotzones leaves the mapping live", "[reencrypt][online]") {
+TEST_CASE("reencrypt online: a stop between hotzones leaves the mapping live",
+          "[reencrypt][online]") {
   OnlineFixture f;
   f.stop_after_first = true;
   const auto stopped = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
@@ -700,8 +699,9 @@ TEST_CASE("reencrypt online: refusals before a byte is written", "[reencrypt][on
     CHECK_THAT(r.error().message, Catch::Contains("--force"));
   }
   SECTION("the device held by another mapping as well") {
-    f.devices.users[f.device] = "device-mapper mapping other (dm-5), device-mapper mapping vol "
-                                "(dm-0)";
+    f.devices.users[f.device] =
+        "device-mapper mapping other (dm-5), device-mapper mapping vol "
+        "(dm-0)";
     const auto r = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == Errc::busy);

@@ -248,9 +248,9 @@ struct EngineReport {
 // the journaled record's position (a journaled hotzone was reached), and with neither slot
 // verifying, Errc::invalid_argument (the journal is damaged: nothing is written).
 // Recovery: a journaled record at that position whose data verifies is written back with
-// write_raw (after before_hotzone) and flushed, then the hotzone is done again; one whose data does not verify is
-// Errc::invalid_argument (nothing is written). A journaled record behind the position is
-// stale and ignored.
+// write_raw (after before_hotzone) and flushed, then the hotzone is done again; one whose data does
+// not verify is Errc::invalid_argument (nothing is written). A journaled record behind the position
+// is stale and ignored.
 [[nodiscard]] Result<EngineReport> run_engine(const ReencryptState &state, ReencryptIo &io,
                                               JournalStore &journal, const EngineHooks &hooks);
 

@@ -59,12 +59,9 @@ struct LiveMapping {
 // One line when boundary is 0 (the old table) or the end (the new one). `device` is the word
 // for the device (NAME's "MAJOR:MINOR"); `flags` the live table's flags, kept on every line
 // (iv_large_sectors is each side's own).
-[[nodiscard]] std::vector<CryptTable> online_segments(const ReencryptState &state,
-                                                      std::uint64_t boundary,
-                                                      const SecretBuffer &old_key,
-                                                      const SecretBuffer &new_key,
-                                                      const std::string &device,
-                                                      const CryptFlags &flags);
+[[nodiscard]] std::vector<CryptTable> online_segments(
+    const ReencryptState &state, std::uint64_t boundary, const SecretBuffer &old_key,
+    const SecretBuffer &new_key, const std::string &device, const CryptFlags &flags);
 [[nodiscard]] std::vector<TargetLine> online_table_lines(const std::vector<CryptTable> &segments,
                                                          std::string_view target_type);
 
@@ -80,8 +77,7 @@ struct LiveMapping {
 class OnlineSwitch {
  public:
   OnlineSwitch(Kernel &kernel, const LiveMapping &live, const ReencryptState &state,
-               const SecretBuffer &old_key, const SecretBuffer &new_key,
-               std::string target_type);
+               const SecretBuffer &old_key, const SecretBuffer &new_key, std::string target_type);
 
   // Suspends NAME with its filesystem frozen (nothing when it is suspended already).
   [[nodiscard]] Result<void> suspend();

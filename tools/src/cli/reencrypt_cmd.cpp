@@ -137,12 +137,12 @@ void print_summary(std::ostream &out, const ReencryptOutcome &outcome, double se
     return;
   }
   if (!finished) {
-    out << fmt::format("stopped at {} of {} bytes of {}{}\n", outcome.report.progress.done_bytes,
-                       s.data_bytes, s.device,
-                       outcome.active_name
-                           ? fmt::format("; {} is resumed with the table of that position",
-                                         *outcome.active_name)
-                           : std::string{});
+    out << fmt::format(
+        "stopped at {} of {} bytes of {}{}\n", outcome.report.progress.done_bytes, s.data_bytes,
+        s.device,
+        outcome.active_name
+            ? fmt::format("; {} is resumed with the table of that position", *outcome.active_name)
+            : std::string{});
     return;
   }
   out << fmt::format(
@@ -318,15 +318,14 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
   steps.hooks.stop = [] { return StopOnSignal::stop_requested(); };
   steps.started = [&](const ReencryptState &state) {
     if (!flags.quiet && !args.json) {
-      print_error(err,
-                  fmt::format("reencrypting {}; if it stops, go on with: lbscrypt reencrypt "
-                              "--resume --state {}{} and both keys",
-                              state.device, args.state,
-                              request.active_name
-                                  ? fmt::format(" --active-name {} (or, after a reboot, "
-                                                "without it)",
-                                                *request.active_name)
-                                  : std::string{}));
+      print_error(err, fmt::format("reencrypting {}; if it stops, go on with: lbscrypt reencrypt "
+                                   "--resume --state {}{} and both keys",
+                                   state.device, args.state,
+                                   request.active_name
+                                       ? fmt::format(" --active-name {} (or, after a reboot, "
+                                                     "without it)",
+                                                     *request.active_name)
+                                       : std::string{}));
     }
   };
   Result<ReencryptOutcome> outcome = make_error(Errc::kernel, "not run");

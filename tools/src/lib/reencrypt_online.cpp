@@ -169,14 +169,14 @@ Result<void> check_live_key(const LiveMapping &live, const SecretBuffer &old_key
 
 Result<void> check_live_holder(const LiveMapping &live, const std::string &device,
                                const std::optional<std::string> &user, std::string_view run_id) {
-  const std::string ours = fmt::format("device-mapper mapping {} (dm-{})", live.name,
-                                       live.info.minor);
+  const std::string ours =
+      fmt::format("device-mapper mapping {} (dm-{})", live.name, live.info.minor);
   // user_of joins the holders with ", "; a run's private mappings are lbscrypt-reenc-<16 hex
   // of its id>-old and -new (reencrypt_io.hpp).
-  const std::string run_prefix =
-      run_id.size() >= kOnlineRunNameChars
-          ? fmt::format("device-mapper mapping lbscrypt-reenc-{}-", run_id.substr(0, kOnlineRunNameChars))
-          : std::string{};
+  const std::string run_prefix = run_id.size() >= kOnlineRunNameChars
+                                     ? fmt::format("device-mapper mapping lbscrypt-reenc-{}-",
+                                                   run_id.substr(0, kOnlineRunNameChars))
+                                     : std::string{};
   bool found = false;
   std::string others;
   const std::string_view text = user ? std::string_view(*user) : std::string_view{};

@@ -510,8 +510,7 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   state.old_verifier = *old_verifier;
   state.new_verifier = *new_verifier;
   const RunOnline online{env.kernel, live ? &*live : nullptr, env.target_type};
-  return run_with(request, state, *old_key, *new_key, &*facts, steps, std::move(warnings),
-                  online);
+  return run_with(request, state, *old_key, *new_key, &*facts, steps, std::move(warnings), online);
 }
 
 Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Environment &env,
@@ -618,8 +617,8 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!io) {
     return io.error();
   }
-  auto journal = open_journal(journal_path(request.state), state->run_id, state->hotzone_bytes,
-                              false);
+  auto journal =
+      open_journal(journal_path(request.state), state->run_id, state->hotzone_bytes, false);
   if (!journal) {
     return journal.error();
   }
@@ -628,17 +627,16 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   auto position = settle_online(live_switch, *state, **io, **journal);
   if (!position) {
     static_cast<void>((*io)->close());
-    return Error{position.error().code,
-                 fmt::format("{}; {} may still be suspended: try again, or {}",
-                             position.error().message, live->name,
-                             run_abort_hint(request, live->name)),
-                 position.error().os_errno};
+    return Error{
+        position.error().code,
+        fmt::format("{}; {} may still be suspended: try again, or {}", position.error().message,
+                    live->name, run_abort_hint(request, live->name)),
+        position.error().os_errno};
   }
   ReencryptOutcome outcome{*state, {}, {}, {}, live->name};
   outcome.report.outcome =
       *position == state->data_bytes ? EngineOutcome::finished : EngineOutcome::stopped;
-  outcome.report.progress =
-      Progress{*position, *position, state->data_bytes, 0};
+  outcome.report.progress = Progress{*position, *position, state->data_bytes, 0};
   if (request.abort) {
     if (auto r = (*io)->close(); !r) {
       return r.error();
