@@ -77,7 +77,7 @@ struct LiveMapping {
 class OnlineSwitch {
  public:
   OnlineSwitch(Kernel &kernel, const LiveMapping &live, const ReencryptState &state,
-               const SecretBuffer &old_key, const SecretBuffer &new_key, std::string target_type);
+               SecretBuffer old_key, SecretBuffer new_key, std::string target_type);
 
   // Suspends NAME with its filesystem frozen (nothing when it is suspended already).
   [[nodiscard]] Result<void> suspend();

@@ -298,13 +298,12 @@ Result<std::uint64_t> live_boundary(const LiveMapping &live, const ReencryptStat
 }
 
 OnlineSwitch::OnlineSwitch(Kernel &kernel, const LiveMapping &live, const ReencryptState &state,
-                           const SecretBuffer &old_key, const SecretBuffer &new_key,
-                           std::string target_type)
+                           SecretBuffer old_key, SecretBuffer new_key, std::string target_type)
     : kernel_(&kernel),
       name_(live.name),
       state_(state),
-      old_key_(old_key),
-      new_key_(new_key),
+      old_key_(std::move(old_key)),
+      new_key_(std::move(new_key)),
       device_(live.lines.empty() ? state.device : live.lines.front().device),
       flags_(live.lines.empty() ? CryptFlags{}
                                 : static_cast<const CryptFlags &>(live.lines.front().options)),
