@@ -31,6 +31,8 @@ set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
+# online mode is refused until this test has passed on a real kernel
+export LBSCRYPT_EXPERIMENTAL_ONLINE=1
 dev=/dev/ram0
 name="lbs-online"
 mnt=/mnt/online
