@@ -44,6 +44,14 @@ class KernelRef final : public lbscrypt::Kernel {
   lbscrypt::Result<std::vector<lbscrypt::TargetLine>> table(std::string_view n) override {
     return fake_.table(n);
   }
+  lbscrypt::Result<void> suspend(std::string_view n, bool lockfs) override {
+    return fake_.suspend(n, lockfs);
+  }
+  lbscrypt::Result<void> reload(std::string_view n, const std::vector<lbscrypt::TargetLine> &l,
+                                bool read_only) override {
+    return fake_.reload(n, l, read_only);
+  }
+  lbscrypt::Result<void> resume(std::string_view n) override { return fake_.resume(n); }
 
  private:
   FakeKernel &fake_;

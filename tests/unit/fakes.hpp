@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "lbscrypt/device.hpp"
 #include "lbscrypt/kernel.hpp"
@@ -42,7 +44,14 @@ class FakeKernel final : public Kernel {
   struct Mapping {
     DeviceInfo info;
     TargetLine line;
+    std::vector<TargetLine> more;  // the lines after the first, of a table reload gave
+    std::optional<std::vector<TargetLine>> inactive;
   };
+  // suspend, reload and resume, in order, as "suspend NAME" (with lockfs) or "suspend-nolockfs
+  // NAME", "reload NAME", "resume NAME"; `observe` sees each as it happens.
+  std::vector<std::string> events;
+  std::function<void(const std::string &event)> observe;
+  bool fail_reload = false;
   std::map<std::string, Mapping, std::less<>> mappings;
 
   Result<std::optional<TargetVersion>> target_version(std::string_view target) override {
@@ -153,7 +162,66 @@ class FakeKernel final : public Kernel {
     }
     std::vector<TargetLine> lines;
     lines.push_back(it->second.line);
+    lines.insert(lines.end(), it->second.more.begin(), it->second.more.end());
     return lines;
+  }
+
+  Result<void> suspend(std::string_view name, bool lockfs) override {
+    const auto it = mappings.find(name);
+    if (it == mappings.end()) {
+      return make_error(Errc::not_found, "no device-mapper device named " + std::string(name));
+    }
+    it->second.info.suspended = true;
+    note((lockfs ? "suspend " : "suspend-nolockfs ") + std::string(name));
+    return Ok{};
+  }
+
+  Result<void> reload(std::string_view name, const std::vector<TargetLine> &lines,
+                      bool read_only) override {
+    const auto it = mappings.find(name);
+    if (it == mappings.end()) {
+      return make_error(Errc::not_found, "no device-mapper device named " + std::string(name));
+    }
+    // dm-table: the targets cover the device from 0 without a gap
+    std::uint64_t next = 0;
+    for (const TargetLine &line : lines) {
+      if (line.start != next || line.length == 0) {
+        return make_error(Errc::kernel, "the kernel refused: Invalid argument", EINVAL);
+      }
+      next += line.length;
+    }
+    if (fail_reload || lines.empty()) {
+      return make_error(Errc::kernel, "the kernel refused: Invalid argument", EINVAL);
+    }
+    it->second.inactive = lines;
+    it->second.info.read_only = read_only;
+    note("reload " + std::string(name));
+    return Ok{};
+  }
+
+  Result<void> resume(std::string_view name) override {
+    const auto it = mappings.find(name);
+    if (it == mappings.end()) {
+      return make_error(Errc::not_found, "no device-mapper device named " + std::string(name));
+    }
+    if (it->second.inactive) {
+      std::vector<TargetLine> lines = std::move(*it->second.inactive);
+      it->second.inactive.reset();
+      it->second.line = lines.front();
+      it->second.more.assign(lines.begin() + 1, lines.end());
+      it->second.info.target_count = static_cast<std::uint32_t>(lines.size());
+    }
+    it->second.info.suspended = false;
+    note("resume " + std::string(name));
+    return Ok{};
+  }
+
+ private:
+  void note(const std::string &event) {
+    events.push_back(event);
+    if (observe) {
+      observe(event);
+    }
   }
 };
 
@@ -185,7 +253,12 @@ class FakeBlockDevices final : public BlockDevices {
     const auto it = luks.find(path);
     return it != luks.end() && it->second;
   }
+  // "MAJOR:MINOR" -> path, besides 7:0 -> /dev/loop0.
+  std::map<std::string, std::string, std::less<>> resolved;
   std::string resolve(std::string_view major_minor) override {
+    if (const auto it = resolved.find(major_minor); it != resolved.end()) {
+      return it->second;
+    }
     return major_minor == "7:0" ? "/dev/loop0" : std::string(major_minor);
   }
 

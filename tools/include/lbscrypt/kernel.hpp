@@ -80,6 +80,15 @@ class Kernel {
   // Errc::not_found when no such mapping exists.
   [[nodiscard]] virtual Result<DeviceInfo> info(std::string_view name) = 0;
   [[nodiscard]] virtual Result<std::vector<TargetLine>> table(std::string_view name) = 0;
+  // Suspends a mapping. With `lockfs` the filesystem on it is frozen first, so its writes are
+  // on the device and no new ones come until resume. A suspended mapping stays suspended.
+  [[nodiscard]] virtual Result<void> suspend(std::string_view name, bool lockfs) = 0;
+  // Loads a table of one or more lines into a mapping's inactive slot; resume makes it live.
+  [[nodiscard]] virtual Result<void> reload(std::string_view name,
+                                            const std::vector<TargetLine> &lines,
+                                            bool read_only) = 0;
+  // Resumes a mapping, with its inactive table when one was loaded.
+  [[nodiscard]] virtual Result<void> resume(std::string_view name) = 0;
 };
 
 [[nodiscard]] std::unique_ptr<Kernel> make_devmapper_kernel();

@@ -224,6 +224,15 @@ struct EngineHooks {
   // Polled between hotzones (after a completed one, before the next is journaled): true stops
   // at that safe point. Optional.
   std::function<bool()> stop;
+  // Online mode (the users' mapping is live over the device). Optional, both.
+  // Before the engine touches a hotzone [position, position + length) on the device: before
+  // it reads the hotzone to journal it, and before it puts back a hotzone a cut left. An error
+  // stops the run with it, nothing of that hotzone touched.
+  std::function<Result<void>(std::uint64_t position, std::uint64_t length)> before_hotzone;
+  // After a hotzone's completed record is durable: everything before `position` is in the
+  // new parameters. It runs before the journal's copy is wiped; an error stops the run with it
+  // (the record stays: --resume goes on after that hotzone).
+  std::function<Result<void>(std::uint64_t position)> after_completed;
 };
 
 enum class EngineOutcome { finished, stopped };
@@ -236,15 +245,15 @@ struct EngineReport {
 
 // Runs (or resumes: the journal says where) the conversion to the end or to a stop. On an
 // I/O error returns it, leaving a journal a later run resumes from.
-// Per hotzone [p, p + n): read_raw -> write_data -> write_journaled -> read_old -> write_new ->
-// flush -> write_completed -> wipe_data.
+// Per hotzone [p, p + n): [before_hotzone] -> read_raw -> write_data -> write_journaled ->
+// read_old -> write_new -> flush -> write_completed -> [after_completed] -> wipe_data.
 // Where the run is: the completed record's position; with slot 1 blank, 0; with slot 1 torn,
 // the journaled record's position (a journaled hotzone was reached), and with neither slot
 // verifying, Errc::invalid_argument (the journal is damaged: nothing is written).
 // Recovery: a journaled record at that position whose data verifies is written back with
-// write_raw and flushed, then the hotzone is done again; one whose data does not verify is
-// Errc::invalid_argument (nothing is written). A journaled record behind the position is
-// stale and ignored.
+// write_raw (after before_hotzone) and flushed, then the hotzone is done again; one whose data does
+// not verify is Errc::invalid_argument (nothing is written). A journaled record behind the position
+// is stale and ignored.
 [[nodiscard]] Result<EngineReport> run_engine(const ReencryptState &state, ReencryptIo &io,
                                               JournalStore &journal, const EngineHooks &hooks);
 

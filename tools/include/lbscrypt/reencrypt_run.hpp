@@ -39,6 +39,14 @@ struct ReencryptRequest {
   // with the old parameters at the next boot).
   std::optional<std::string> tab_text;
   std::string tab_path = "/etc/lbscrypttab";
+  // Online (reencrypt_online.hpp): the active mapping over the device, opened by lbscrypt or
+  // cryptsetup plain, held by nothing else. A new run reads the old side from its table (the
+  // device may be left empty: it is the table's); the table must match old_mapping.
+  std::optional<std::string> active_name;
+  // With active_name and resume: only put the mapping right (a hotzone in flight put back and
+  // converted, the table of the journal's position loaded, resumed), remove the private
+  // mappings and keep the run for a later --resume.
+  bool abort = false;
 };
 
 struct ReencryptSteps {
@@ -62,8 +70,11 @@ struct ReencryptOutcome {
   EngineReport report;
   std::optional<FilesystemProbe> probe;
   std::vector<std::string> warnings;  // one line each: what --force let through, an unstable id
+  std::optional<std::string> active_name;  // online: the mapping now on the new parameters
 };
 
+// Offline, or online when request.active_name is set. The state is the same: a run started
+// online can be finished offline after a reboot.
 [[nodiscard]] Result<ReencryptOutcome> reencrypt_offline(const ReencryptRequest &request,
                                                          const Environment &env,
                                                          const ReencryptSteps &steps);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ostream>
 #include <utility>
 
@@ -125,6 +126,7 @@ void print_summary(std::ostream &out, const ReencryptOutcome &outcome, double se
   const double rate = seconds > 0 ? static_cast<double>(moved) / seconds : 0;
   if (as_json) {
     nlohmann::json record{{"device", s.device},
+                          {"active_name", outcome.active_name.value_or("")},
                           {"finished", finished},
                           {"done_bytes", outcome.report.progress.done_bytes},
                           {"total_bytes", s.data_bytes},
@@ -136,14 +138,22 @@ void print_summary(std::ostream &out, const ReencryptOutcome &outcome, double se
     return;
   }
   if (!finished) {
-    out << fmt::format("stopped at {} of {} bytes of {}\n", outcome.report.progress.done_bytes,
-                       s.data_bytes, s.device);
+    out << fmt::format(
+        "stopped at {} of {} bytes of {}{}\n", outcome.report.progress.done_bytes, s.data_bytes,
+        s.device,
+        outcome.active_name
+            ? fmt::format("; {} is resumed with the table of that position", *outcome.active_name)
+            : std::string{});
     return;
   }
   out << fmt::format(
       "reencrypted {}: {} bytes in {:.1f} s ({:.1f} MiB/s){}\n", s.device, s.data_bytes, seconds,
       rate / kReencMebibyte,
       outcome.report.recovered ? ", after putting back a hotzone a cut had left" : "");
+  if (outcome.active_name) {
+    out << fmt::format("{} now has the new parameters, under the same name\n",
+                       *outcome.active_name);
+  }
   out << fmt::format(
       "open it with: lbscrypt open --cipher {} --key-size {} --sector-size {}{}{}{} "
       "{} NAME\n",
@@ -157,7 +167,7 @@ void print_summary(std::ostream &out, const ReencryptOutcome &outcome, double se
 
 CLI::App *add_reencrypt_command(CLI::App &app, ReencryptArgs &args, CommonFlags &flags) {
   auto *cmd = app.add_subcommand(
-      "reencrypt", "Change a closed plain volume's key, cipher or sector size in place");
+      "reencrypt", "Change a plain volume's key, cipher or sector size in place, closed or open");
   cmd->set_help_flag("--help");
   add_mapping_options(*cmd, args.old_side, flags);
   add_text(*cmd, "--new-cipher", args.new_cipher, "The new cipher (default: the old one)");
@@ -182,6 +192,11 @@ CLI::App *add_reencrypt_command(CLI::App &app, ReencryptArgs &args, CommonFlags 
       ->required();
   cmd->add_flag("--resume", args.resume,
                 "Go on with the run of --state (after a stop, a crash or a power cut)");
+  add_text(*cmd, "--active-name", args.active_name,
+           "Online: the volume is open as this mapping (and may be mounted); it stays open");
+  cmd->add_flag("--abort", args.abort,
+                "With --active-name: resume the mapping with the run's present table and stop, "
+                "keeping the run");
   cmd->add_flag("--force", args.force,
                 "Go on when no filesystem or other signature proves the old key");
   add_number(*cmd, "--hotzone-size", args.hotzone_bytes,
@@ -200,12 +215,30 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
                                 "--assume-version and --assume-page-size are for table and "
                                 "check; reencrypt always asks the running kernel"));
   }
+  // Online mode is unit-tested on a fake kernel but not yet run against a real one (the guest
+  // test tests/guest/reencrypt-online.sh sets the variable): refused until it has been.
+  if (args.active_name && std::getenv("LBSCRYPT_EXPERIMENTAL_ONLINE") == nullptr) {
+    return fail(err, make_error(Errc::refused,
+                                "online reencrypt (--active-name) is not yet verified on a real "
+                                "kernel: unmount and close the volume and reencrypt it offline "
+                                "(LBSCRYPT_EXPERIMENTAL_ONLINE=1 lifts this, for its tests)"));
+  }
   const bool device_given = !args.old_side.mapping.device.empty();
-  if (args.resume == device_given) {
+  const bool resume = args.resume || args.abort;
+  if (args.abort && !args.active_name) {
     return fail(err, make_error(Errc::invalid_argument,
-                                args.resume ? "--resume takes the device and the parameters from "
-                                              "the state file: give only --state and the keys"
-                                            : "give the volume's device (or --resume)"));
+                                "--abort puts an online run's mapping right: give --active-name "
+                                "NAME and the run's --state"));
+  }
+  if (resume && device_given) {
+    return fail(err, make_error(Errc::invalid_argument,
+                                "--resume takes the device and the parameters from the state "
+                                "file: give only --state and the keys"));
+  }
+  if (!resume && !device_given && !args.active_name) {
+    return fail(err, make_error(Errc::invalid_argument,
+                                "give the volume's device, or --active-name NAME for an open "
+                                "one (or --resume)"));
   }
   if (args.keep_key && (args.new_key_file || args.new_hash || args.new_key_bits)) {
     return fail(err, make_error(Errc::invalid_argument,
@@ -225,7 +258,11 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
 
   ReencryptRequest request;
   request.state = args.state;
-  request.resume = args.resume;
+  request.resume = resume;
+  request.abort = args.abort;
+  if (args.active_name) {
+    request.active_name = mapping_name(*args.active_name);
+  }
   request.force = args.force;
   request.old_mapping = mapping_request(args.old_side);
   request.new_side = CryptSide{
@@ -290,9 +327,14 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
   steps.hooks.stop = [] { return StopOnSignal::stop_requested(); };
   steps.started = [&](const ReencryptState &state) {
     if (!flags.quiet && !args.json) {
-      print_error(err, fmt::format("reencrypting {}; if it stops, go on with: lbscrypt "
-                                   "reencrypt --resume --state {} and both keys",
-                                   state.device, args.state));
+      print_error(err, fmt::format("reencrypting {}; if it stops, go on with: lbscrypt reencrypt "
+                                   "--resume --state {}{} and both keys",
+                                   state.device, args.state,
+                                   request.active_name
+                                       ? fmt::format(" --active-name {} (or, after a reboot, "
+                                                     "without it)",
+                                                     *request.active_name)
+                                       : std::string{}));
     }
   };
   Result<ReencryptOutcome> outcome = make_error(Errc::kernel, "not run");
@@ -311,8 +353,11 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
       print_summary(out, *outcome, progress.seconds(), args.json, moved);
       if (outcome->report.outcome == EngineOutcome::stopped) {
         print_error(err, fmt::format("stopped at a safe point; go on with: lbscrypt reencrypt "
-                                     "--resume --state {} and both keys",
-                                     args.state));
+                                     "--resume --state {}{} and both keys",
+                                     args.state,
+                                     request.active_name
+                                         ? fmt::format(" --active-name {}", *request.active_name)
+                                         : std::string{}));
       }
       out.flush();
     } else {
@@ -323,7 +368,7 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
   if (!outcome) {
     return exit_code(outcome.error().code);
   }
-  if (outcome->report.outcome == EngineOutcome::stopped) {
+  if (outcome->report.outcome == EngineOutcome::stopped && !args.abort) {
     return kExitInvalid;
   }
   return succeed(err, flags);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// `lbscrypt reencrypt`: a closed plain volume's key, cipher or sector size changed in place
-// (the library's reencrypt_run.hpp), with progress on a terminal or as JSON lines.
+// `lbscrypt reencrypt`: a plain volume's key, cipher or sector size changed in place, closed
+// or (--active-name) open and mounted (the library's reencrypt_run.hpp), with progress on a
+// terminal or as JSON lines.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -31,6 +32,8 @@ struct ReencryptArgs {
   bool force = false;
   std::uint64_t hotzone_bytes = 0;  // 0: the default
   bool json = false;
+  std::optional<std::string> active_name;  // online: the open volume's mapping
+  bool abort = false;
 };
 
 [[nodiscard]] CLI::App *add_reencrypt_command(CLI::App &app, ReencryptArgs &args,

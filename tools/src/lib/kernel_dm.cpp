@@ -273,6 +273,50 @@ class DevmapperKernel final : public Kernel {
     return targets(DM_DEVICE_TABLE, name);
   }
 
+  Result<void> suspend(std::string_view name, bool lockfs) override {
+    const Task task(named_task(DM_DEVICE_SUSPEND, name));
+    if (!task || (!lockfs && dm_task_skip_lockfs(task.get()) == 0)) {
+      return dm_failure(Errc::kernel, "cannot prepare the suspend request");
+    }
+    if (dm_task_run(task.get()) == 0) {
+      return dm_failure(Errc::kernel, fmt::format("the kernel refused to suspend {}", name),
+                        task.get());
+    }
+    return Ok{};
+  }
+
+  Result<void> reload(std::string_view name, const std::vector<TargetLine> &lines,
+                      bool read_only) override {
+    const Task task(named_task(DM_DEVICE_RELOAD, name));
+    if (!task || dm_task_secure_data(task.get()) == 0 ||
+        (read_only && dm_task_set_ro(task.get()) == 0)) {
+      return dm_failure(Errc::kernel, "cannot prepare the table load");
+    }
+    for (const TargetLine &line : lines) {
+      SecretBuffer params = line.params;  // NUL-terminated copy, wiped on return
+      params.append("", 1);
+      // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
+      const auto *text = reinterpret_cast<const char *>(params.data());
+      if (dm_task_add_target(task.get(), line.start, line.length, line.type.c_str(), text) == 0) {
+        return dm_failure(Errc::kernel, "cannot prepare the table load");
+      }
+    }
+    if (dm_task_run(task.get()) == 0) {
+      return dm_failure(Errc::kernel, fmt::format("the kernel refused the table for {}", name),
+                        task.get());
+    }
+    return Ok{};
+  }
+
+  Result<void> resume(std::string_view name) override {
+    const Task task(named_task(DM_DEVICE_RESUME, name));
+    if (!task || !run_with_udev(task.get())) {
+      return dm_failure(Errc::kernel, fmt::format("the kernel refused to resume {}", name),
+                        task.get());
+    }
+    return Ok{};
+  }
+
  private:
   static dm_task *new_task(int type) {
     last_dm_error().clear();

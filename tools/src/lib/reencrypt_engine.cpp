@@ -240,6 +240,11 @@ Result<EngineReport> run_engine(const ReencryptState &state, ReencryptIo &io, Jo
                       "match its checksum, so that hotzone cannot be put back: {}",
                       zone.position, zone.length, kEngineDamaged));
     }
+    if (hooks.before_hotzone) {
+      if (auto r = hooks.before_hotzone(zone.position, zone.length); !r) {
+        return r.error();
+      }
+    }
     if (auto r = io.write_raw(zone.position, old_bytes); !r) {
       return r.error();
     }
@@ -259,6 +264,11 @@ Result<EngineReport> run_engine(const ReencryptState &state, ReencryptIo &io, Jo
       if (hooks.stop && hooks.stop()) {
         report.outcome = EngineOutcome::stopped;
         return report;
+      }
+      if (hooks.before_hotzone) {
+        if (auto r = hooks.before_hotzone(position, length); !r) {
+          return r.error();
+        }
       }
       if (auto r = io.read_raw(position, zone); !r) {
         return r.error();
@@ -287,6 +297,11 @@ Result<EngineReport> run_engine(const ReencryptState &state, ReencryptIo &io, Jo
     }
     if (auto r = journal.write_completed(CompletedRecord{sequence, position + length}); !r) {
       return r.error();
+    }
+    if (hooks.after_completed) {
+      if (auto r = hooks.after_completed(position + length); !r) {
+        return r.error();
+      }
     }
     if (auto r = journal.wipe_data(); !r) {
       return r.error();

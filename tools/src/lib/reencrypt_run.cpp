@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "lbscrypt/crypttab.hpp"
+#include "lbscrypt/reencrypt_online.hpp"
 #include "lbscrypt/reencrypt_plan.hpp"
 #include "lbscrypt/reencrypt_registry.hpp"
 
@@ -164,13 +165,17 @@ Result<PlanFacts> run_facts(const ReencryptRequest &request, const std::string &
   return facts;
 }
 
-// Every refusal that needs no key: the data's length in bytes.
-Result<std::uint64_t> run_plan_checks(const PlanFacts &facts) {
+// Every refusal that needs no key: the data's length in bytes. Online, the device is held by
+// the active mapping alone.
+Result<std::uint64_t> run_plan_checks(const PlanFacts &facts, const LiveMapping *live,
+                                      std::string_view run_id = {}) {
   auto data_bytes = check_reencrypt_geometry(facts);
   if (!data_bytes) {
     return data_bytes.error();
   }
-  if (auto r = check_reencrypt_device_free(facts); !r) {
+  if (auto r = live != nullptr ? check_live_holder(*live, facts.device, facts.user, run_id)
+                               : check_reencrypt_device_free(facts);
+      !r) {
     return r.error();
   }
   if (auto r = check_reencrypt_state_place(facts); !r) {
@@ -231,12 +236,87 @@ Result<void> finish_run(DeviceReencryptIo &io, const ReencryptRequest &request,
   return closed;
 }
 
+// Online: the active mapping, and the kernel and target type its tables load with.
+struct RunOnline {
+  Kernel *kernel = nullptr;
+  const LiveMapping *live = nullptr;
+  std::string target_type;
+};
+
+std::string run_abort_hint(const ReencryptRequest &request, const std::string &name) {
+  return fmt::format("lbscrypt reencrypt --abort --active-name {} --state {} with both keys", name,
+                     request.state.string());
+}
+
+// After the state is locked and the journal open: the registry entry, the engine (online, with
+// the switch's hooks), and at the end the entry and the state removed. An engine error online
+// first puts the mapping right.
+Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
+                                        const ReencryptState &state, DeviceReencryptIo &io,
+                                        JournalStore &journal, bool create,
+                                        const ReencryptSteps &steps, OnlineSwitch *live_switch,
+                                        ReencryptOutcome outcome) {
+  const RegistryEntry entry = run_entry(request, state);
+  const auto listed = find_entry(request.registry_dir, state.device, request.sysfs);
+  if (!listed) {
+    return listed.error();
+  }
+  if (*listed && (*listed)->run_id != state.run_id) {
+    return make_error(Errc::busy, fmt::format("{} is registered for another run (state {}): "
+                                              "finish that one first",
+                                              state.device, (*listed)->state));
+  }
+  if (!*listed) {  // a new run, or one whose entry is gone: the boot path must see it
+    if (auto r = add_entry(request.registry_dir, entry); !r) {
+      if (create) {
+        static_cast<void>(remove_state(request.state));
+      }
+      return r.error();
+    }
+  }
+  if (create && steps.started) {
+    steps.started(state);
+  }
+  const EngineHooks hooks = live_switch != nullptr ? live_switch->hooks(steps.hooks) : steps.hooks;
+  auto report = run_engine(state, io, journal, hooks);
+  if (!report) {
+    std::string message = report.error().message;
+    if (live_switch != nullptr) {
+      // The mapping may be suspended mid-hotzone: its users hang until it is put right.
+      auto settled = settle_online(*live_switch, state, io, journal);
+      message += settled ? fmt::format("; {} was resumed with the table of position {}",
+                                       live_switch->name(), *settled)
+                         : fmt::format("; and {} could not be put right ({}): {}",
+                                       live_switch->name(), settled.error().message,
+                                       run_abort_hint(request, live_switch->name()));
+    }
+    static_cast<void>(io.close());
+    return Error{report.error().code,
+                 fmt::format("{}; the run can go on: {}", message, run_resume_hint(request.state)),
+                 report.error().os_errno};
+  }
+  outcome.report = *report;
+  if (live_switch != nullptr && report->outcome == EngineOutcome::finished) {
+    // Finished before (a resume after the last hotzone): the mapping gets the new table.
+    if (live_switch->suspended() || live_switch->boundary() != state.data_bytes) {
+      if (auto r = live_switch->switch_to(state.data_bytes); !r) {
+        return r.error();
+      }
+    }
+    outcome.active_name = live_switch->name();
+  }
+  if (auto r = finish_run(io, request, state, *report); !r) {
+    return r.error();
+  }
+  return outcome;
+}
+
 // The run itself: the private mappings, for a new run the probe's refusals and the state,
 // then the lock, the journal and the registry entry, and the engine.
 Result<ReencryptOutcome> run_with(const ReencryptRequest &request, const ReencryptState &state,
                                   const SecretBuffer &old_key, const SecretBuffer &new_key,
                                   PlanFacts *facts, const ReencryptSteps &steps,
-                                  std::vector<std::string> warnings) {
+                                  std::vector<std::string> warnings, const RunOnline &online) {
   const bool create = facts != nullptr;
   // A second run of the same state waits for nothing: it is refused before it makes mappings.
   std::optional<StateLock> lock;
@@ -251,9 +331,11 @@ Result<ReencryptOutcome> run_with(const ReencryptRequest &request, const Reencry
   if (!io) {
     return io.error();
   }
-  ReencryptOutcome outcome{state, {}, {}, std::move(warnings)};
+  ReencryptOutcome outcome{state, {}, {}, std::move(warnings), {}};
   if (create) {
-    auto found = steps.probe((*io)->old_node());
+    // Online, blkid looks at the users' mapping itself (what the filesystem has written).
+    auto found =
+        steps.probe(online.live != nullptr ? online.live->info.dm_node() : (*io)->old_node());
     if (!found) {
       return found.error();
     }
@@ -285,40 +367,43 @@ Result<ReencryptOutcome> run_with(const ReencryptRequest &request, const Reencry
     }
     lock.emplace(std::move(locked).value());
   }
-  const RegistryEntry entry = run_entry(request, state);
-  const auto listed = find_entry(request.registry_dir, state.device, request.sysfs);
-  if (!listed) {
-    return listed.error();
+  std::optional<OnlineSwitch> live_switch;
+  if (online.live != nullptr) {
+    live_switch.emplace(*online.kernel, *online.live, state, old_key, new_key, online.target_type);
+    live_switch->set_boundary(0);
   }
-  if (*listed && (*listed)->run_id != state.run_id) {
-    return make_error(Errc::busy, fmt::format("{} is registered for another run (state {}): "
-                                              "finish that one first",
-                                              state.device, (*listed)->state));
+  return run_registered(request, state, **io, **journal, create, steps,
+                        live_switch ? &*live_switch : nullptr, std::move(outcome));
+}
+
+// Online: the active mapping NAME and the old side the user gave, checked against each other
+// (nothing is asked for or written before); the device, when not given, is NAME's.
+Result<LiveMapping> start_live(const ReencryptRequest &request, const Environment &env,
+                               MappingRequest &old_mapping) {
+  if (env.kernel == nullptr) {
+    return make_error(Errc::kernel, "online reencrypt needs device-mapper");
   }
-  if (!*listed) {  // a new run, or one whose entry is gone: the boot path must see it
-    if (auto r = add_entry(request.registry_dir, entry); !r) {
-      if (create) {
-        static_cast<void>(remove_state(request.state));
-      }
-      return r.error();
-    }
+  auto live = read_live_mapping(*env.kernel, *request.active_name, env.target_type);
+  if (!live) {
+    return live.error();
   }
-  if (create && steps.started) {
-    steps.started(state);
+  auto length = check_live_parameters(*live, old_mapping);
+  if (!length) {
+    return length.error();
   }
-  auto report = run_engine(state, **io, **journal, steps.hooks);
-  if (!report) {
-    static_cast<void>((*io)->close());
-    return Error{report.error().code,
-                 fmt::format("{}; the run can go on: {}", report.error().message,
-                             run_resume_hint(request.state)),
-                 report.error().os_errno};
+  const std::string under = env.devices->resolve(live->lines.front().device);
+  std::error_code error;
+  if (old_mapping.device.empty()) {
+    old_mapping.device = under;
+  } else if (std::filesystem::weakly_canonical(old_mapping.device, error) !=
+             std::filesystem::weakly_canonical(under, error)) {
+    return make_error(Errc::refused,
+                      fmt::format("the active mapping {} is on {}, not on {}: give its device, "
+                                  "or leave the device out",
+                                  live->name, under, old_mapping.device));
   }
-  outcome.report = *report;
-  if (auto r = finish_run(**io, request, state, *report); !r) {
-    return r.error();
-  }
-  return outcome;
+  old_mapping.size = *length;
+  return live;
 }
 
 Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Environment &env,
@@ -337,7 +422,16 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
                                   "bound): give a smaller one",
                                   request.hotzone_bytes, kMaxHotzoneBytes));
   }
-  const std::string &device = request.old_mapping.device;
+  MappingRequest old_mapping = request.old_mapping;
+  std::optional<LiveMapping> live;
+  if (request.active_name) {
+    auto found = start_live(request, env, old_mapping);
+    if (!found) {
+      return found.error();
+    }
+    live = std::move(found).value();
+  }
+  const std::string &device = old_mapping.device;
   if (auto r = run_device_checks(device, env); !r) {
     return r.error();
   }
@@ -355,24 +449,24 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
                                   "finish that run first: {}",
                                   device, (*entry)->state, run_resume_hint((*entry)->state)));
   }
-  auto facts = run_facts(request, device, request.old_mapping, request.new_side, env);
+  auto facts = run_facts(request, device, old_mapping, request.new_side, env);
   if (!facts) {
     return facts.error();
   }
-  auto data_bytes = run_plan_checks(*facts);
+  auto data_bytes = run_plan_checks(*facts, live ? &*live : nullptr);
   if (!data_bytes) {
     return data_bytes.error();
   }
-  if (auto r = run_tables(request.old_mapping, request.new_side, env); !r) {
+  if (auto r = run_tables(old_mapping, request.new_side, env); !r) {
     return r.error();
   }
   ReencryptState state;
   state.device = where.identity.canonical;
   state.device_id = where.key;
-  state.offset = request.old_mapping.offset;
-  state.skip = request.old_mapping.skip;
+  state.offset = old_mapping.offset;
+  state.skip = old_mapping.skip;
   state.data_bytes = *data_bytes;
-  state.old_side = side_of(request.old_mapping);
+  state.old_side = side_of(old_mapping);
   state.new_side = request.new_side;
   const std::uint64_t align = hotzone_alignment(state.old_side, state.new_side, 0);
   state.hotzone_bytes = std::max(align, request.hotzone_bytes / align * align);
@@ -386,6 +480,11 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   auto old_key = run_key(steps.old_key, state.old_side.key_bytes, "old");
   if (!old_key) {
     return old_key.error();
+  }
+  if (live) {
+    if (auto r = check_live_key(*live, *old_key); !r) {
+      return r.error();
+    }
   }
   auto new_key = run_key(steps.new_key, state.new_side.key_bytes, "new");
   if (!new_key) {
@@ -411,7 +510,8 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   }
   state.old_verifier = *old_verifier;
   state.new_verifier = *new_verifier;
-  return run_with(request, state, *old_key, *new_key, &*facts, steps, std::move(warnings));
+  const RunOnline online{env.kernel, live ? &*live : nullptr, env.target_type};
+  return run_with(request, state, *old_key, *new_key, &*facts, steps, std::move(warnings), online);
 }
 
 Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Environment &env,
@@ -443,7 +543,7 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
   if (!facts) {
     return facts.error();
   }
-  if (auto r = run_plan_checks(*facts); !r) {
+  if (auto r = run_plan_checks(*facts, nullptr); !r) {
     return r.error();
   }
   if (auto r = run_tables(old_request, state->new_side, env); !r) {
@@ -463,13 +563,134 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
   if (auto r = check_verifier(state->new_verifier, *new_key, "new"); !r) {
     return r.error();
   }
-  return run_with(request, *state, *old_key, *new_key, nullptr, steps, {});
+  return run_with(request, *state, *old_key, *new_key, nullptr, steps, {}, RunOnline{});
+}
+
+// Online --resume and --abort. A kill -9 may have left NAME suspended under a mounted
+// filesystem, whose users hang: so the keys (which the tables carry) are asked for and checked
+// first, then NAME is put right before anything else, and only then come the resume's checks
+// and the run.
+Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const Environment &env,
+                                       const ReencryptSteps &steps) {
+  if (env.kernel == nullptr) {
+    return make_error(Errc::kernel, "online reencrypt needs device-mapper");
+  }
+  auto state = read_state(request.state);
+  if (!state) {
+    return state.error();
+  }
+  auto live = read_live_mapping(*env.kernel, *request.active_name, env.target_type);
+  if (!live) {
+    return live.error();
+  }
+  const std::string under = env.devices->resolve(live->lines.front().device);
+  std::error_code error;
+  if (std::filesystem::weakly_canonical(under, error) !=
+      std::filesystem::weakly_canonical(state->device, error)) {
+    return make_error(Errc::refused,
+                      fmt::format("the active mapping {} is on {}, the run's device is {}: give "
+                                  "the name of the volume the run converts",
+                                  live->name, under, state->device));
+  }
+  auto old_key = run_key(steps.old_key, state->old_side.key_bytes, "old");
+  if (!old_key) {
+    return old_key.error();
+  }
+  if (auto r = check_verifier(state->old_verifier, *old_key, "old"); !r) {
+    return r.error();
+  }
+  auto new_key = run_key(steps.new_key, state->new_side.key_bytes, "new");
+  if (!new_key) {
+    return new_key.error();
+  }
+  if (auto r = check_verifier(state->new_verifier, *new_key, "new"); !r) {
+    return r.error();
+  }
+  auto boundary = live_boundary(*live, *state, *old_key, *new_key);
+  if (!boundary) {
+    return boundary.error();
+  }
+  auto locked = StateLock::acquire(request.state);
+  if (!locked) {
+    return locked.error();
+  }
+  auto io = steps.make_io(*state, *old_key, *new_key);
+  if (!io) {
+    return io.error();
+  }
+  auto journal =
+      open_journal(journal_path(request.state), state->run_id, state->hotzone_bytes, false);
+  if (!journal) {
+    return journal.error();
+  }
+  OnlineSwitch live_switch(*env.kernel, *live, *state, *old_key, *new_key, env.target_type);
+  live_switch.set_boundary(*boundary);
+  auto position = settle_online(live_switch, *state, **io, **journal);
+  if (!position) {
+    static_cast<void>((*io)->close());
+    return Error{
+        position.error().code,
+        fmt::format("{}; {} may still be suspended: try again, or {}", position.error().message,
+                    live->name, run_abort_hint(request, live->name)),
+        position.error().os_errno};
+  }
+  ReencryptOutcome outcome{*state, {}, {}, {}, live->name};
+  outcome.report.outcome =
+      *position == state->data_bytes ? EngineOutcome::finished : EngineOutcome::stopped;
+  outcome.report.progress = Progress{*position, *position, state->data_bytes, 0};
+  if (request.abort) {
+    if (auto r = (*io)->close(); !r) {
+      return r.error();
+    }
+    outcome.report.outcome = EngineOutcome::stopped;
+    return outcome;
+  }
+  // NAME is live again; now the checks of any resume (a refusal keeps the run).
+  if (auto r = run_device_checks(state->device, env); !r) {
+    return r.error();
+  }
+  const RunDevice where = run_device(state->device, request.sysfs);
+  if (where.key != state->device_id) {
+    return make_error(Errc::refused,
+                      fmt::format("{} is now another device (id {}, the run's is {}): give the "
+                                  "state file of this device's run",
+                                  state->device, where.key, state->device_id));
+  }
+  if (auto r = run_tab_check(request, where.identity.canonical); !r) {
+    return r.error();
+  }
+  MappingRequest old_request;
+  old_request.device = state->device;
+  old_request.offset = state->offset;
+  old_request.skip = state->skip;
+  old_request.size = state->data_bytes / kRunSectorBytes;
+  old_request = side_request(old_request, state->old_side);
+  auto facts = run_facts(request, state->device, old_request, state->new_side, env);
+  if (!facts) {
+    return facts.error();
+  }
+  if (auto r = run_plan_checks(*facts, &*live, state->run_id); !r) {
+    return r.error();
+  }
+  if (auto r = run_tables(old_request, state->new_side, env); !r) {
+    return r.error();
+  }
+  return run_registered(request, *state, **io, **journal, false, steps, &live_switch,
+                        std::move(outcome));
 }
 
 }  // namespace
 
 Result<ReencryptOutcome> reencrypt_offline(const ReencryptRequest &request, const Environment &env,
                                            const ReencryptSteps &steps) {
+  if (request.active_name && request.resume) {
+    return resume_online(request, env, steps);
+  }
+  if (request.abort) {
+    return make_error(Errc::invalid_argument,
+                      "--abort puts an online run's mapping right: give --active-name and "
+                      "--resume's state");
+  }
   if (request.resume) {
     return resume_run(request, env, steps);
   }

@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# DESCRIPTION: lbscrypt reencrypt online: a mounted 64K-block ext4 with fio writing moves 4096 -> 65536 and a new key
+# BOOT: lbscrypt
+# KERNELS: arm64-64k
+#   the issue's case: 65536 needs a 64K-page kernel
+# FULL-KERNELS: arm64-64k
+# LIMIT: 240 ~150 s under emulation: two conversions of 64 MiB with fio beside them
+# NEEDS: tool
+# ORDER: 331
+#
+# reencrypt-online.sh: `lbscrypt reencrypt --active-name` on a mounted volume,
+# dm-crypt-lbs as `crypt`. It relies on what 6.12 and 7.3 do (dm.c, dm-table.c):
+# a table with a larger logical block size loads under a mounted filesystem, and
+# a suspend with lockfs freezes it. The state file lives on ext4 over a loop
+# device.
+# - refusals, nothing written and the mapping unchanged: ext4 with 4096-byte
+#   blocks on the open 4096 volume cannot move to 65536 (both sizes named); an
+#   old key other than the mapping's; a sector size other than the mapping's;
+# - ext4 -b 65536 on a 4096 volume, mounted, fio writing beside the run in a
+#   loop (buffered 16 KiB writes with fsyncs, and O_DIRECT 64 KiB writes; each
+#   pass writes then verifies): moved to 65536 and key B without unmounting.
+#   After it: every fio pass verified, one more verify-only pass of the last
+#   one's files, the table is one crypt line with sector_size:65536 and key B,
+#   the logical block size 65536, the files read back; umount, e2fsck -fn clean;
+#   opened again by lbscrypt open with the new parameters it mounts and reads
+#   the same;
+# - kill -9 while the mapping is suspended (its filesystem frozen: a write to it
+#   waits), then --resume --active-name: the waiting write completes, the run
+#   finishes (key B -> key C, sector size kept), e2fsck clean, files intact.
+set -euo pipefail
+# shellcheck source=tests/guest/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+# online mode is refused until this test has passed on a real kernel
+export LBSCRYPT_EXPERIMENTAL_ONLINE=1
+dev=/dev/ram0
+name="lbs-online"
+mnt=/mnt/online
+command -v lbscrypt >/dev/null || fail "no lbscrypt in the guest (build it: make -f tools/tools.mk tools-arm64)"
+command -v fio >/dev/null || fail "no fio in the guest"
+[ "$(target_version crypt)" = v1.30.0 ] || fail "crypt is $(target_version crypt), expected ours v1.30.0"
+[ "$(page_size)" = 65536 ] || fail "this test needs a 64K-page kernel, the page is $(page_size)"
+[ -e /dev/loop-control ] || modprobe loop || fail "the loop module does not load: no loop device for the state filesystem"
+bytes=$((64 << 20))
+[ "$(blockdev --getsize64 "$dev")" -ge "$bytes" ] || fail "$dev is smaller than $bytes bytes"
+registry=/etc/lbscrypt/reencrypt
+
+state_dir=/mnt/reenc-online-state
+truncate -s 160M /tmp/reenc-online-state.img
+loopdev=$(losetup --find --show /tmp/reenc-online-state.img) || fail "losetup failed"
+on_exit losetup -d "$loopdev"
+mkfs.ext4 -q -F "$loopdev" >/dev/null || fail "mkfs.ext4 of the state filesystem failed"
+mkdir -p "$state_dir" "$mnt"
+mount "$loopdev" "$state_dir" || fail "cannot mount the state filesystem"
+on_exit umount "$state_dir"
+on_exit rm -rf "$registry"
+on_exit dm_remove "$name"
+on_exit umount "$mnt"
+on_exit stop_loop
+
+key_a=/tmp/online-a.key
+key_b=/tmp/online-b.key
+key_c=/tmp/online-c.key
+test_key_file "$key_a" 64
+head -c 64 /dev/urandom >"$key_b"
+head -c 64 /dev/urandom >"$key_c"
+
+# open_at SECTOR KEY: the volume, the first $bytes of the device.
+open_at() {
+	lbscrypt -q open --cipher aes-xts-plain64 --key-size 512 --key-file "$2" \
+		--sector-size "$1" --size $((bytes / 512)) "$dev" "$name"
+}
+# online SECTOR KEY ARGS...: lbscrypt reencrypt of the open volume.
+online() {
+	local sector=$1 key=$2
+	shift 2
+	lbscrypt -q reencrypt --active-name "$name" --cipher aes-xts-plain64 --key-size 512 \
+		--sector-size "$sector" --key-file "$key" "$@"
+}
+table() {
+	dmsetup table --showkeys "$name"
+}
+hex_of() {
+	od -An -tx1 -v "$1" | tr -d ' \n'
+}
+suspended() {
+	dmsetup info "$name" | grep -q SUSPENDED
+}
+files_sha() {
+	(cd "$mnt" && sha256sum data pattern)
+}
+
+# fio's passes: each writes both files then verifies them; the loop runs until
+# /tmp/online.stop exists, and counts its passes and failures.
+fio_args=(--ioengine=psync --randrepeat=1 --verify=crc32c --verify_fatal=1 --size=4m
+	--name=buffered --filename="$mnt/fio-buffered" --rw=randwrite --bs=16k --fsync=16
+	--name=direct --filename="$mnt/fio-direct" --rw=randwrite --bs=64k --direct=1)
+loop_pid=""
+start_loop() {
+	rm -f /tmp/online.stop /tmp/online.passes /tmp/online.failed
+	(
+		n=0
+		while [ ! -e /tmp/online.stop ]; do
+			n=$((n + 1))
+			if ! fio_ok "/tmp/online-fio.$n.log" "${fio_args[@]}"; then
+				cp "/tmp/online-fio.$n.log" /tmp/online.failed
+				break
+			fi
+			echo "$n" >/tmp/online.passes
+		done
+	) &
+	loop_pid=$!
+}
+stop_loop() {
+	[ -n "$loop_pid" ] || return 0
+	touch /tmp/online.stop
+	wait "$loop_pid" || true
+	loop_pid=""
+}
+# wait_passes N: until fio's loop has finished N passes (or failed).
+wait_passes() {
+	for _ in $(seq 1200); do
+		[ ! -e /tmp/online.failed ] || return 0
+		[ "$(cat /tmp/online.passes 2>/dev/null || echo 0)" -lt "$1" ] || return 0
+		sleep 0.1
+	done
+	fail "fio's loop did not reach $1 passes in 120 s"
+}
+
+# 1. refusals on a mounted ext4 with 4096-byte blocks
+open_at 4096 "$key_a" || fail "open at 4096 failed"
+mkfs.ext4 -q -F -b 4096 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 "/dev/mapper/$name" >/dev/null ||
+	fail "mkfs.ext4 -b 4096 failed"
+mount "/dev/mapper/$name" "$mnt" || fail "mount failed"
+before=$(table)
+what="online 4096 -> 65536 under ext4 with 4096-byte blocks"
+if out=$(online 4096 "$key_a" --new-key-file "$key_b" --new-sector-size 65536 \
+	--state "$state_dir/small.state" 2>&1); then
+	fail "$what: accepted"
+fi
+grep -q "4096 bytes (blkid.s BLOCK_SIZE), below the new sector size 65536" <<<"$out" || fail "$what: the refusal says: $out"
+[ "$(table)" = "$before" ] || fail "$what: the table changed"
+[ ! -e "$state_dir/small.state" ] || fail "$what: a state file was left"
+ok "$what: refused, naming 4096 and 65536"
+umount "$mnt"
+
+# 2. ext4 -b 65536, mounted, fio writing: 4096 -> 65536, key A -> key B
+mkfs.ext4 -q -F -b 65536 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 "/dev/mapper/$name" >/dev/null ||
+	fail "mkfs.ext4 -b 65536 failed"
+mount "/dev/mapper/$name" "$mnt" || fail "mount of the 64K-block ext4 failed"
+head -c $((8 << 20)) /dev/urandom >"$mnt/data"
+pattern $((1 << 20)) >"$mnt/pattern"
+sync
+files=$(files_sha)
+before=$(table)
+what="refusals on the mounted volume"
+if out=$(online 4096 "$key_c" --new-key-file "$key_b" --new-sector-size 65536 \
+	--state "$state_dir/wrongkey.state" 2>&1); then
+	fail "$what: a wrong old key accepted"
+fi
+grep -q "not the key of the active mapping $name" <<<"$out" || fail "$what: the wrong-key refusal says: $out"
+if out=$(online 512 "$key_a" --new-key-file "$key_b" --new-sector-size 65536 \
+	--state "$state_dir/wrongsize.state" 2>&1); then
+	fail "$what: a wrong sector size accepted"
+fi
+grep -q "has sector size 4096, not the 512 given" <<<"$out" || fail "$what: the sector-size refusal says: $out"
+[ "$(table)" = "$before" ] || fail "$what: the table changed"
+[ -z "$(ls -A "$registry" 2>/dev/null)" ] || fail "$what: a registry entry was left"
+ok "$what: a wrong old key and a wrong sector size refused, naming the field; table unchanged"
+
+what="online 4096 -> 65536, key A -> key B, fio writing"
+start_loop
+wait_passes 1
+start=$(date +%s)
+out=$(online 4096 "$key_a" --new-key-file "$key_b" --new-sector-size 65536 \
+	--hotzone-size $((4 << 20)) --state "$state_dir/run.state" 2>&1) || fail "$what: $out"
+took=$(($(date +%s) - start))
+passes=$(cat /tmp/online.passes 2>/dev/null || echo 0)
+wait_passes $((passes + 1)) # one pass more, wholly on the new table
+stop_loop
+[ ! -e /tmp/online.failed ] || { cat /tmp/online.failed; fail "$what: a fio pass failed"; }
+passes=$(cat /tmp/online.passes)
+{ [ ! -e "$state_dir/run.state" ] && [ -z "$(ls -A "$registry" 2>/dev/null)" ]; } || fail "$what: the state or registry entry is left"
+! dmsetup ls | grep -q lbscrypt-reenc || fail "$what: a private mapping is left: $(dmsetup ls)"
+lines=$(table | wc -l)
+[ "$lines" = 1 ] || fail "$what: the table has $lines lines: $(table | sed 's/ [0-9a-f]\{128\} / KEY /')"
+read -r t_start t_len t_type t_cipher t_key t_iv t_dev t_off t_rest <<<"$(table)"
+[ "$t_start $t_len $t_type $t_cipher $t_iv $t_off" = "0 $((bytes / 512)) crypt aes-xts-plain64 0 0" ] ||
+	fail "$what: the table is: $t_start $t_len $t_type $t_cipher KEY $t_iv $t_dev $t_off $t_rest"
+[ "$t_key" = "$(hex_of "$key_b")" ] || fail "$what: the table's key is not key B"
+grep -q "sector_size:65536" <<<"$t_rest" || fail "$what: the table's options: $t_rest"
+[ "$(lbsize "/dev/mapper/$name")" = 65536 ] || fail "$what: logical block size $(lbsize "/dev/mapper/$name")"
+ok "$what: done in ${took} s beside $passes fio passes; one line, sector_size:65536, key B"
+fio_ok /tmp/online-verify.log "${fio_args[@]}" --verify_only || { cat /tmp/online-verify.log; fail "$what: fio's verify-only pass failed"; }
+[ "$(files_sha)" = "$files" ] || fail "$what: the files differ"
+umount "$mnt"
+e2fsck -fn "/dev/mapper/$name" >/tmp/online.fsck 2>&1 || fail "$what: e2fsck: $(tail -3 /tmp/online.fsck)"
+lbscrypt close "$name"
+open_at 65536 "$key_b" || fail "$what: lbscrypt open with the new parameters failed"
+mount "/dev/mapper/$name" "$mnt" || fail "$what: mount with the new parameters failed"
+[ "$(files_sha)" = "$files" ] || fail "$what: the files differ after reopening"
+ok "$what: fio verified, e2fsck clean, the files read back, also after reopening"
+
+# 3. kill -9 while suspended, then --resume
+what="kill -9 while suspended, then --resume"
+state=$state_dir/kill.state
+lbscrypt -q reencrypt --active-name "$name" --cipher aes-xts-plain64 --key-size 512 \
+	--sector-size 65536 --key-file "$key_b" --new-key-file "$key_c" \
+	--hotzone-size $((16 << 20)) --state "$state" >/tmp/online-kill.log 2>&1 &
+pid=$!
+caught=0
+for _ in $(seq 3000); do
+	if [ -f "$state" ] && suspended; then
+		kill -KILL "$pid"
+		caught=1
+		break
+	fi
+	kill -0 "$pid" 2>/dev/null || break
+done
+wait "$pid" || true
+[ "$caught" = 1 ] || fail "$what: the run was never seen suspended ($(cat /tmp/online-kill.log))"
+suspended || fail "$what: the mapping is not suspended after the kill"
+touch "$mnt/after-kill" &
+writer=$!
+sleep 1
+kill -0 "$writer" 2>/dev/null || fail "$what: a write to the frozen filesystem did not wait"
+ok "$what: killed while suspended; a write to the filesystem waits"
+out=$(lbscrypt -q reencrypt --resume --active-name "$name" --state "$state" \
+	--key-file "$key_b" --new-key-file "$key_c" 2>&1) || fail "$what: --resume failed: $out"
+for _ in $(seq 50); do
+	kill -0 "$writer" 2>/dev/null || break
+	sleep 0.1
+done
+! kill -0 "$writer" 2>/dev/null || fail "$what: the waiting write did not complete after --resume"
+wait "$writer" || fail "$what: the waiting write failed"
+[ "$(table | wc -l)" = 1 ] || fail "$what: the table has $(table | wc -l) lines after --resume"
+read -r _ _ _ _ t_key _ <<<"$(table)"
+[ "$t_key" = "$(hex_of "$key_c")" ] || fail "$what: the table's key is not key C"
+[ ! -e "$state" ] || fail "$what: the state is left"
+[ "$(files_sha)" = "$files" ] || fail "$what: the files differ"
+umount "$mnt"
+e2fsck -fn "/dev/mapper/$name" >/tmp/online.fsck 2>&1 || fail "$what: e2fsck: $(tail -3 /tmp/online.fsck)"
+lbscrypt close "$name"
+ok "$what: the waiting write completed, the run finished with key C, e2fsck clean, files intact"

@@ -1,0 +1,721 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// Online reencrypt (reencrypt_online.hpp): the tables the users' mapping carries during a run,
+// checked against dm-crypt's rules as written here (not against the code's own arithmetic);
+// the live table compared with what the user gave; and whole runs on a fake kernel whose
+// mapping the test reads and writes as the users would, between the hotzones, while the order
+// of suspend, journal records, reload and resume is watched.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fakes.hpp"
+#include "lbscrypt/reencrypt_online.hpp"
+#include "lbscrypt/reencrypt_run.hpp"
+
+using lbscrypt::CryptFlags;
+using lbscrypt::CryptSide;
+using lbscrypt::CryptTable;
+using lbscrypt::EngineOutcome;
+using lbscrypt::Errc;
+using lbscrypt::FilesystemProbe;
+using lbscrypt::ReencryptRequest;
+using lbscrypt::ReencryptState;
+using lbscrypt::ReencryptSteps;
+using lbscrypt::Result;
+using lbscrypt::SecretBuffer;
+using lbscrypt::test::FakeBlockDevices;
+using lbscrypt::test::FakeKernel;
+
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<std::uint8_t>;
+
+SecretBuffer online_key(std::uint8_t byte, std::size_t size = 64) {
+  const Bytes bytes(size, byte);
+  return {bytes.data(), bytes.size()};
+}
+
+// dm-crypt, as its documentation and code give it: a line [start, start + length) of a table
+// maps the table's 512-byte sector L to the device's sector offset + (L - start), and encrypts
+// the sector beginning at L with the IV iv_offset + (L - start), counted in 512-byte units, or
+// in sector_size units (the same number shifted) with iv_large_sectors. The constructor wants
+// iv_offset and length multiples of sector_size / 512, and the table wants every line's start
+// aligned to the largest logical block (sector size) of its lines.
+struct OnlineModelSector {
+  std::uint64_t device_sector = 0;
+  std::uint64_t iv = 0;
+};
+
+OnlineModelSector online_model(const CryptTable &line, std::uint64_t logical) {
+  const std::uint64_t sector = *line.sector_size() / 512;
+  const std::uint64_t rel = logical - line.start;
+  const std::uint64_t iv = line.iv_offset + rel;
+  return {line.offset + rel, line.options.iv_large_sectors ? iv / sector : iv};
+}
+
+OnlineModelSector online_whole(const ReencryptState &state, const CryptSide &side,
+                               std::uint64_t logical) {
+  const std::uint64_t iv = state.skip + logical;
+  return {state.offset + logical, side.iv_large_sectors ? iv / (side.sector_size / 512) : iv};
+}
+
+}  // namespace
+
+TEST_CASE("reencrypt online: every line reads as one whole-device table of its side",
+          "[reencrypt][online]") {
+  const std::vector<std::uint32_t> sizes{512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
+  const SecretBuffer old_key = online_key(0x11);
+  const SecretBuffer new_key = online_key(0x77);
+  for (const std::uint32_t old_size : sizes) {
+    for (const std::uint32_t new_size : sizes) {
+      for (const bool old_large : {false, true}) {
+        for (const bool new_large : {false, true}) {
+          if ((old_large && old_size == 512) || (new_large && new_size == 512)) {
+            continue;
+          }
+          ReencryptState state;
+          state.offset = 384;  // 196608 bytes: a multiple of every sector size
+          state.skip = 256;
+          state.data_bytes = 1U << 20U;
+          state.old_side = CryptSide{"aes-xts-plain64", 64, old_size, old_large};
+          state.new_side = CryptSide{"aes-xts-plain64", 64, new_size, new_large};
+          const std::uint64_t larger = std::max(old_size, new_size);
+          for (const std::uint64_t boundary : {std::uint64_t{0}, std::uint64_t{3 * 65536},
+                                               state.data_bytes - larger, state.data_bytes}) {
+            CAPTURE(old_size, new_size, old_large, new_large, boundary);
+            CryptFlags flags;
+            flags.allow_discards = true;
+            const auto segments =
+                lbscrypt::online_segments(state, boundary, old_key, new_key, "254:7", flags);
+            const auto lines = lbscrypt::online_table_lines(segments, "crypt");
+            const std::size_t expected_lines =
+                boundary == 0 || boundary == state.data_bytes ? 1U : 2U;
+            REQUIRE(lines.size() == expected_lines);
+            std::uint64_t next = 0;
+            for (const auto &raw : lines) {
+              // read back as the kernel would print it, by the table parser
+              const auto line =
+                  lbscrypt::parse_table_params(raw.params.view(), raw.start, raw.length);
+              REQUIRE(line.ok());
+              CHECK(raw.type == "crypt");
+              CHECK(line->start == next);
+              CHECK(line->device == "254:7");
+              CHECK(line->options.allow_discards);
+              const std::uint64_t units = *line->sector_size() / 512;
+              CHECK(line->iv_offset % units == 0);
+              CHECK(line->length % units == 0);
+              CHECK(line->start % (larger / 512) == 0);
+              const bool is_new = line->start * 512 < boundary;
+              const CryptSide &side = is_new ? state.new_side : state.old_side;
+              CHECK(*line->sector_size() == side.sector_size);
+              CHECK(line->options.iv_large_sectors == side.iv_large_sectors);
+              CHECK(std::get<SecretBuffer>(line->key) == (is_new ? new_key : old_key));
+              const std::uint64_t last = line->start + line->length - units;
+              for (const std::uint64_t logical :
+                   {line->start, line->start + units,
+                    last - (last - line->start) / 2 / units * units, last}) {
+                const auto got = online_model(*line, logical);
+                const auto want = online_whole(state, side, logical);
+                CHECK(got.device_sector == want.device_sector);
+                CHECK(got.iv == want.iv);
+              }
+              next += line->length;
+            }
+            CHECK(next * 512 == state.data_bytes);
+          }
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// ---- a live mapping on the fake kernel -----------------------------------------------------
+
+constexpr std::uint64_t kOnlineBytes = 256 * 1024ULL;
+constexpr std::uint64_t kOnlineHotzone = 64 * 1024ULL;
+
+CryptTable online_table(const CryptSide &side, const SecretBuffer &key, std::uint64_t bytes) {
+  CryptTable table;
+  table.length = bytes / 512;
+  table.cipher = side.cipher;
+  table.key = key;
+  table.device = "254:0";
+  if (side.sector_size != 512) {
+    table.options.sector_size_arg = std::to_string(side.sector_size);
+  }
+  table.options.iv_large_sectors = side.iv_large_sectors;
+  return table;
+}
+
+void online_open(FakeKernel &kernel, const std::string &name, const CryptTable &table) {
+  lbscrypt::CreateRequest request;
+  request.name = name;
+  request.uuid = "CRYPT-PLAIN-" + name;
+  request.length = table.length;
+  request.params = lbscrypt::format_table_params(table);
+  REQUIRE(kernel.create(request).ok());
+}
+
+}  // namespace
+
+TEST_CASE("reencrypt online: the live table against what the user gave", "[reencrypt][online]") {
+  FakeKernel kernel;
+  const CryptSide side{"aes-xts-plain64", 64, 4096, false};
+  const SecretBuffer key = online_key(0x11);
+  online_open(kernel, "vol", online_table(side, key, kOnlineBytes));
+  auto live = lbscrypt::read_live_mapping(kernel, "vol", "crypt");
+  REQUIRE(live.ok());
+
+  lbscrypt::MappingRequest given;
+  given.cipher = "aes-xts-plain64";
+  given.key_bytes = 64;
+  given.sector_size = 4096;
+  REQUIRE(lbscrypt::check_live_parameters(*live, given).ok());
+  CHECK(*lbscrypt::check_live_parameters(*live, given) == kOnlineBytes / 512);
+  CHECK(lbscrypt::check_live_key(*live, key).ok());
+
+  SECTION("each field that differs is named, with both values") {
+    struct Case {
+      const char *field;
+      const char *live_value;
+      const char *given_value;
+      void (*change)(lbscrypt::MappingRequest &);
+    };
+    const std::vector<Case> cases{
+        {"cipher", "aes-xts-plain64", "aes-cbc-essiv:sha256",
+         [](lbscrypt::MappingRequest &r) { r.cipher = "aes-cbc-essiv:sha256"; }},
+        {"key size", "512 bits", "256 bits", [](lbscrypt::MappingRequest &r) { r.key_bytes = 32; }},
+        {"sector size", "4096", "512", [](lbscrypt::MappingRequest &r) { r.sector_size = 512; }},
+        {"iv_large_sectors", "unset", "set",
+         [](lbscrypt::MappingRequest &r) { r.flags.iv_large_sectors = true; }},
+        {"offset", "0", "--offset 8", [](lbscrypt::MappingRequest &r) { r.offset = 8; }},
+        {"iv_offset", "0", "--skip 8", [](lbscrypt::MappingRequest &r) { r.skip = 8; }},
+        {"length", "512 sectors", "--size 256", [](lbscrypt::MappingRequest &r) { r.size = 256; }},
+    };
+    for (const Case &c : cases) {
+      CAPTURE(c.field);
+      lbscrypt::MappingRequest wrong = given;
+      c.change(wrong);
+      const auto r = lbscrypt::check_live_parameters(*live, wrong);
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().code == Errc::refused);
+      CHECK_THAT(r.error().message, Catch::Contains(std::string("has ") + c.field + " ") &&
+                                        Catch::Contains(c.live_value) &&
+                                        Catch::Contains(c.given_value));
+    }
+  }
+  SECTION("another key is refused, however little differs") {
+    SecretBuffer other = key;
+    other.data()[63] = static_cast<std::uint8_t>(other.data()[63] ^ 1U);
+    const auto r = lbscrypt::check_live_key(*live, other);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::key);
+    CHECK_FALSE(lbscrypt::check_live_key(*live, online_key(0x11, 32)).ok());
+  }
+  SECTION("a keyring key cannot be read back") {
+    lbscrypt::CreateRequest request;
+    request.name = "ring";
+    request.length = kOnlineBytes / 512;
+    request.params.append("aes-xts-plain64 :64:logon:cryptsetup:ring 0 254:0 0 1 sector_size:4096");
+    REQUIRE(kernel.create(request).ok());
+    const auto r = lbscrypt::read_live_mapping(kernel, "ring", "crypt");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::refused);
+    CHECK_THAT(r.error().message, Catch::Contains("keyring"));
+  }
+  SECTION("a suspended or two-line mapping is not a new run's") {
+    live->info.suspended = true;
+    CHECK_THAT(lbscrypt::check_live_parameters(*live, given).error().message,
+               Catch::Contains("suspended"));
+    live->info.suspended = false;
+    live->lines.push_back(live->lines.front());
+    CHECK_THAT(lbscrypt::check_live_parameters(*live, given).error().message,
+               Catch::Contains("--resume"));
+  }
+  SECTION("no such mapping") {
+    const auto r = lbscrypt::read_live_mapping(kernel, "none", "crypt");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::not_found);
+  }
+  SECTION("the device held by another mapping too") {
+    CHECK(lbscrypt::check_live_holder(*live, "/dev/sdz", "device-mapper mapping vol (dm-0)").ok());
+    const auto r = lbscrypt::check_live_holder(
+        *live, "/dev/sdz", "device-mapper mapping other (dm-3), device-mapper mapping vol (dm-0)");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::busy);
+    // a resume: this run's private mappings (a killed run's too) do not count, another run's do
+    const std::string with_ours =
+        "device-mapper mapping lbscrypt-reenc-0123456789abcdef-new (dm-2), device-mapper "
+        "mapping lbscrypt-reenc-0123456789abcdef-old (dm-1), device-mapper mapping vol (dm-0)";
+    CHECK(lbscrypt::check_live_holder(*live, "/dev/sdz", with_ours,
+                                      "0123456789abcdef0123456789abcdef")
+              .ok());
+    CHECK_FALSE(lbscrypt::check_live_holder(*live, "/dev/sdz", with_ours,
+                                            "fedcba98765432100123456789abcdef")
+                    .ok());
+    CHECK_FALSE(lbscrypt::check_live_holder(*live, "/dev/sdz", with_ours).ok());
+    CHECK_FALSE(lbscrypt::check_live_holder(*live, "/dev/sdz", std::nullopt).ok());
+  }
+}
+
+namespace {
+
+// ---- whole runs ---------------------------------------------------------------------------
+
+// The fake cipher: byte j of the sector with IV iv under key byte k is XORed with
+// (k + 29 iv + 7 j) mod 256; the IV as dm-crypt counts it (online_model's rule).
+void online_crypt_at(std::uint8_t key, std::uint64_t iv, std::uint64_t j, std::uint8_t &byte) {
+  byte ^= static_cast<std::uint8_t>((key + 29 * iv + 7 * j) % 256);
+}
+
+// The device as the private mappings see it (offset and skip 0 here).
+void online_crypt_side(const CryptSide &side, std::uint8_t key, std::span<std::uint8_t> bytes,
+                       std::uint64_t position) {
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const std::uint64_t at = position + i;
+    const std::uint64_t start = at - at % side.sector_size;
+    const std::uint64_t iv = side.iv_large_sectors ? start / side.sector_size : start / 512;
+    online_crypt_at(key, iv, at % side.sector_size, bytes[i]);
+  }
+}
+
+struct OnlineKilled : std::runtime_error {
+  OnlineKilled() : std::runtime_error("kill -9") {}
+};
+
+struct OnlineVolume {
+  Bytes raw = Bytes(kOnlineBytes);
+  FakeKernel *kernel = nullptr;
+  int touched_live = 0;  // device reads or writes while the users' mapping was live
+  int writes = 0;
+  std::optional<int> kill_at_write;  // throw (a kill -9) at this write_new
+};
+
+class OnlineMemoryIo final : public lbscrypt::DeviceReencryptIo {
+ public:
+  OnlineMemoryIo(OnlineVolume &volume, ReencryptState state, std::uint8_t old_key,
+                 std::uint8_t new_key)
+      : volume_(volume), state_(std::move(state)), old_key_(old_key), new_key_(new_key) {}
+  Result<void> read_raw(std::uint64_t position, std::span<std::uint8_t> out) override {
+    watch();
+    std::copy_n(volume_.raw.begin() + static_cast<std::ptrdiff_t>(position), out.size(),
+                out.begin());
+    return {};
+  }
+  Result<void> write_raw(std::uint64_t position, std::span<const std::uint8_t> data) override {
+    watch();
+    std::copy(data.begin(), data.end(),
+              volume_.raw.begin() + static_cast<std::ptrdiff_t>(position));
+    return {};
+  }
+  Result<void> read_old(std::uint64_t position, std::span<std::uint8_t> out) override {
+    static_cast<void>(read_raw(position, out));
+    online_crypt_side(state_.old_side, old_key_, out, position);
+    return {};
+  }
+  Result<void> write_new(std::uint64_t position, std::span<const std::uint8_t> data) override {
+    if (volume_.kill_at_write && *volume_.kill_at_write == volume_.writes++) {
+      volume_.kill_at_write.reset();
+      // half the hotzone written, then the process is gone
+      Bytes half(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(data.size() / 2));
+      online_crypt_side(state_.new_side, new_key_, half, position);
+      static_cast<void>(write_raw(position, half));
+      throw OnlineKilled();
+    }
+    Bytes cipher(data.begin(), data.end());
+    online_crypt_side(state_.new_side, new_key_, cipher, position);
+    return write_raw(position, cipher);
+  }
+  Result<void> flush() override { return {}; }
+  Result<void> close() override { return {}; }
+  [[nodiscard]] std::string old_node() const override { return "/dev/dm-old"; }
+
+ private:
+  void watch() {
+    const auto info = volume_.kernel->info("vol");
+    if (!info || !info->suspended) {
+      ++volume_.touched_live;
+    }
+  }
+  OnlineVolume &volume_;
+  ReencryptState state_;
+  std::uint8_t old_key_;
+  std::uint8_t new_key_;
+};
+
+struct OnlineFixture {
+  fs::path dir;
+  std::string device;
+  fs::path state;
+  fs::path registry;
+  fs::path sysfs;
+  FakeKernel kernel;
+  FakeBlockDevices devices;
+  lbscrypt::Environment env;
+  OnlineVolume volume;
+  Bytes plain = Bytes(kOnlineBytes);
+  std::optional<FilesystemProbe> probe = FilesystemProbe{"ext4", 65536};
+  std::uint8_t old_key = 0x11;
+  std::uint8_t new_key = 0x77;
+  std::uint8_t given_old_key = 0x11;
+  bool stop_after_first = false;
+  int hotzones_seen = 0;
+  std::vector<std::string> checks_failed;  // what the kernel's observer saw go wrong
+  int user_writes = 0;
+
+  OnlineFixture() {
+    dir = fs::current_path() / ("reencrypt-online-test-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir / "state");
+    fs::create_directories(dir / "sys");
+    device = fs::weakly_canonical(dir / "sdz").string();
+    std::ofstream(device).put('x');
+    state = dir / "state" / "run.state";
+    registry = dir / "registry";
+    sysfs = dir / "sys";
+    devices.sizes[device] = kOnlineBytes;
+    devices.kinds[device] = lbscrypt::PathKind::block_device;
+    devices.resolved["254:0"] = device;
+    devices.users[device] = "device-mapper mapping vol (dm-0)";
+    env.kernel = &kernel;
+    env.devices = &devices;
+    env.reencrypt_registry = registry;
+    volume.kernel = &kernel;
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      plain[i] = static_cast<std::uint8_t>(i * 7 + i / 4096);
+    }
+    volume.raw = plain;
+    online_crypt_side(old_side(), old_key, volume.raw, 0);
+    online_open(kernel, "vol", online_table(old_side(), online_key(old_key), kOnlineBytes));
+    kernel.observe = [this](const std::string &event) { observe(event); };
+  }
+  OnlineFixture(const OnlineFixture &) = delete;
+  OnlineFixture &operator=(const OnlineFixture &) = delete;
+  OnlineFixture(OnlineFixture &&) = delete;
+  OnlineFixture &operator=(OnlineFixture &&) = delete;
+  ~OnlineFixture() { fs::remove_all(dir); }
+
+  [[nodiscard]] static CryptSide old_side() { return {"aes-xts-plain64", 64, 4096, false}; }
+  [[nodiscard]] static CryptSide new_side() { return {"aes-xts-plain64", 64, 65536, true}; }
+
+  [[nodiscard]] ReencryptRequest request(bool resume) const {
+    ReencryptRequest r;
+    r.state = state;
+    r.resume = resume;
+    r.active_name = "vol";
+    r.old_mapping.cipher = old_side().cipher;
+    r.old_mapping.key_bytes = old_side().key_bytes;
+    r.old_mapping.sector_size = old_side().sector_size;
+    r.new_side = new_side();
+    r.hotzone_bytes = kOnlineHotzone;
+    r.registry_dir = registry;
+    r.sysfs = sysfs;
+    return r;
+  }
+
+  [[nodiscard]] ReencryptSteps steps() {
+    ReencryptSteps s;
+    s.old_key = [this](std::uint32_t bytes) -> Result<SecretBuffer> {
+      return online_key(given_old_key, bytes);
+    };
+    s.new_key = [this](std::uint32_t bytes) -> Result<SecretBuffer> {
+      return online_key(new_key, bytes);
+    };
+    s.make_io = [this](
+                    const ReencryptState &st, const SecretBuffer &o,
+                    const SecretBuffer &n) -> Result<std::unique_ptr<lbscrypt::DeviceReencryptIo>> {
+      return std::unique_ptr<lbscrypt::DeviceReencryptIo>(
+          std::make_unique<OnlineMemoryIo>(volume, st, o.data()[0], n.data()[0]));
+    };
+    s.probe = [this](const std::string &node) -> Result<std::optional<FilesystemProbe>> {
+      if (node != "/dev/dm-0") {  // the users' mapping, not a private one
+        checks_failed.push_back("probed " + node);
+      }
+      return probe;
+    };
+    s.now_utc = [] { return std::string("2026-12-05T00:00:00Z"); };
+    s.hooks.progress = [this](const lbscrypt::Progress &) { ++hotzones_seen; };
+    s.hooks.stop = [this] { return stop_after_first && hotzones_seen >= 1; };
+    return s;
+  }
+
+  // The live table's lines, parsed.
+  [[nodiscard]] std::vector<CryptTable> live_lines() {
+    std::vector<CryptTable> lines;
+    const auto table = kernel.table("vol");
+    REQUIRE(table.ok());
+    for (const auto &line : *table) {
+      auto parsed = lbscrypt::parse_table_params(line.params.view(), line.start, line.length);
+      REQUIRE(parsed.ok());
+      lines.push_back(std::move(parsed).value());
+    }
+    return lines;
+  }
+
+  // What the users read (or, with `data`, write) through the live table at `position`.
+  void through_live(std::uint64_t position, std::span<std::uint8_t> bytes, bool writing) {
+    const auto lines = live_lines();
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      const std::uint64_t at = position + i;
+      const auto line = std::find_if(lines.begin(), lines.end(), [&](const CryptTable &l) {
+        return at >= l.start * 512 && at < (l.start + l.length) * 512;
+      });
+      REQUIRE(line != lines.end());
+      const std::uint64_t sector = *line->sector_size();
+      const std::uint64_t logical = at / sector * sector / 512;
+      const auto model = online_model(*line, logical);
+      const std::uint64_t device_at = model.device_sector * 512 + at % sector;
+      const std::uint8_t key = std::get<SecretBuffer>(line->key).data()[0];
+      if (writing) {
+        std::uint8_t byte = bytes[i];
+        online_crypt_at(key, model.iv, at % sector, byte);
+        volume.raw.at(device_at) = byte;
+      } else {
+        std::uint8_t byte = volume.raw.at(device_at);
+        online_crypt_at(key, model.iv, at % sector, byte);
+        bytes[i] = byte;
+      }
+    }
+  }
+
+  [[nodiscard]] Bytes users_read() {
+    Bytes out(kOnlineBytes);
+    through_live(0, out, false);
+    return out;
+  }
+
+  // The journal's completed position as a fresh reader finds it (0 when none).
+  [[nodiscard]] std::uint64_t durable_position() const {
+    const auto st = lbscrypt::read_state(state);
+    REQUIRE(st.ok());
+    auto journal =
+        lbscrypt::open_journal(lbscrypt::journal_path(state), st->run_id, st->hotzone_bytes, false);
+    REQUIRE(journal.ok());
+    const auto slots = (*journal)->read_slots();
+    REQUIRE(slots.ok());
+    return slots->completed ? slots->completed->position : 0;
+  }
+
+  // At every resume: the table going live ends its new part where the journal's completed
+  // record is (durable before), the users read the plaintext, and they write a sector in the
+  // converted part and one in the rest, which the run must keep.
+  void observe(const std::string &event) {
+    if (event != "resume vol") {
+      return;
+    }
+    const auto lines = live_lines();
+    const std::uint64_t boundary =
+        lines.size() == 2
+            ? lines[1].start * 512
+            : (*lines.front().sector_size() == new_side().sector_size ? kOnlineBytes : 0);
+    if (fs::exists(state) && durable_position() != boundary) {
+      checks_failed.push_back("resumed at " + std::to_string(boundary) + " with the journal at " +
+                              std::to_string(durable_position()));
+    }
+    if (users_read() != plain) {
+      checks_failed.push_back("the users read other data at boundary " + std::to_string(boundary));
+    }
+    for (const std::uint64_t at : {boundary >= 65536 ? boundary - 65536 : kOnlineBytes,
+                                   boundary < kOnlineBytes ? kOnlineBytes - 65536 : kOnlineBytes}) {
+      if (at >= kOnlineBytes) {
+        continue;
+      }
+      Bytes data(65536);
+      for (std::size_t i = 0; i < data.size(); ++i) {
+        data[i] =
+            static_cast<std::uint8_t>(0xA5 ^ (i + 13 * static_cast<std::size_t>(user_writes)));
+      }
+      ++user_writes;
+      through_live(at, data, true);
+      std::copy(data.begin(), data.end(), plain.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+  }
+
+  [[nodiscard]] bool registry_empty() const {
+    return !fs::exists(registry) || fs::is_empty(registry);
+  }
+};
+
+std::vector<std::string> online_vol_events(const FakeKernel &kernel) {
+  std::vector<std::string> out;
+  for (const auto &e : kernel.events) {
+    if (e.ends_with(" vol")) {
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("reencrypt online: a run suspends, records, switches and resumes per hotzone",
+          "[reencrypt][online]") {
+  OnlineFixture f;
+  const auto outcome = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
+  REQUIRE(outcome.ok());
+  CHECK(outcome->report.outcome == EngineOutcome::finished);
+  CHECK(outcome->active_name == std::optional<std::string>("vol"));
+  CHECK(f.checks_failed.empty());
+  for (const auto &failure : f.checks_failed) {
+    UNSCOPED_INFO(failure);
+  }
+  CHECK(f.volume.touched_live == 0);
+  CHECK(f.user_writes == 2 * 3 + 1);  // both parts after hotzones 1-3, the converted after 4
+  // one suspend (filesystem frozen), reload and resume per hotzone, in that order
+  std::vector<std::string> expected;
+  for (int i = 0; i < 4; ++i) {
+    expected.insert(expected.end(), {"suspend vol", "reload vol", "resume vol"});
+  }
+  CHECK(online_vol_events(f.kernel) == expected);
+  // at the end: one line with the new parameters and key, under the same name
+  const auto lines = f.live_lines();
+  REQUIRE(lines.size() == 1);
+  CHECK(*lines[0].sector_size() == 65536);
+  CHECK(lines[0].options.iv_large_sectors);
+  CHECK(std::get<SecretBuffer>(lines[0].key) == online_key(f.new_key));
+  CHECK(f.users_read() == f.plain);
+  CHECK_FALSE(fs::exists(f.state));
+  CHECK(f.registry_empty());
+}
+
+TEST_CASE(
+    "reencrypt online: a kill -9 while suspended, then --resume puts the mapping right "
+    "first",
+    "[reencrypt][online]") {
+  OnlineFixture f;
+  f.volume.kill_at_write = 2;  // mid-way through the third hotzone's conversion
+  CHECK_THROWS_AS(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()), OnlineKilled);
+  REQUIRE(f.kernel.mappings.at("vol").info.suspended);  // the users hang now
+  REQUIRE(fs::exists(f.state));
+  f.kernel.events.clear();
+
+  SECTION("--resume") {
+    const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+    REQUIRE(resumed.ok());
+    CHECK(resumed->report.outcome == EngineOutcome::finished);
+    // the hotzone in flight put back and done while still suspended, then the switch; then
+    // the last hotzone as usual
+    const std::vector<std::string> expected{"reload vol", "resume vol", "suspend vol", "reload vol",
+                                            "resume vol"};
+    CHECK(online_vol_events(f.kernel) == expected);
+  }
+  SECTION("--abort, then --resume") {
+    ReencryptRequest abort_request = f.request(true);
+    abort_request.abort = true;
+    const auto aborted = lbscrypt::reencrypt_offline(abort_request, f.env, f.steps());
+    REQUIRE(aborted.ok());
+    CHECK(aborted->report.outcome == EngineOutcome::stopped);
+    CHECK(aborted->report.progress.done_bytes == 3 * kOnlineHotzone);
+    CHECK_FALSE(f.kernel.mappings.at("vol").info.suspended);
+    CHECK(f.live_lines().size() == 2);
+    CHECK(fs::exists(f.state));
+    CHECK_FALSE(f.registry_empty());
+    const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+    REQUIRE(resumed.ok());
+    CHECK(resumed->report.outcome == EngineOutcome::finished);
+  }
+  SECTION("--resume with a wrong old key: refused, the mapping left as it is") {
+    f.given_old_key = 0x12;
+    const Bytes before = f.volume.raw;
+    const auto refused = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::key);
+    CHECK(f.volume.raw == before);
+    CHECK(f.kernel.events.empty());
+    return;
+  }
+  for (const auto &failure : f.checks_failed) {
+    UNSCOPED_INFO(failure);
+  }
+  CHECK(f.checks_failed.empty());
+  CHECK(f.volume.touched_live == 0);
+  CHECK(f.users_read() == f.plain);
+  CHECK(f.live_lines().size() == 1);
+  CHECK_FALSE(fs::exists(f.state));
+}
+
+TEST_CASE("reencrypt online: a stop between hotzones leaves the mapping live",
+          "[reencrypt][online]") {
+  OnlineFixture f;
+  f.stop_after_first = true;
+  const auto stopped = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
+  REQUIRE(stopped.ok());
+  CHECK(stopped->report.outcome == EngineOutcome::stopped);
+  CHECK_FALSE(f.kernel.mappings.at("vol").info.suspended);
+  CHECK(f.live_lines().size() == 2);
+  CHECK(f.users_read() == f.plain);
+  f.stop_after_first = false;
+  f.hotzones_seen = 0;
+  const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE(resumed.ok());
+  CHECK(resumed->report.outcome == EngineOutcome::finished);
+  CHECK(f.users_read() == f.plain);
+  CHECK(f.checks_failed.empty());
+}
+
+TEST_CASE("reencrypt online: refusals before a byte is written", "[reencrypt][online]") {
+  OnlineFixture f;
+  const Bytes before = f.volume.raw;
+  SECTION("the old key is not the mapping's") {
+    f.given_old_key = 0x12;
+    const auto r = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::key);
+    CHECK_THAT(r.error().message, Catch::Contains("vol"));
+  }
+  SECTION("a sector size other than the mapping's") {
+    ReencryptRequest request = f.request(false);
+    request.old_mapping.sector_size = 512;
+    const auto r = lbscrypt::reencrypt_offline(request, f.env, f.steps());
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("sector size 4096, not the 512"));
+  }
+  SECTION("a filesystem whose blocks are below the new sector") {
+    f.probe = FilesystemProbe{"ext4", 4096};
+    const auto r = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::refused);
+    CHECK_THAT(r.error().message, Catch::Contains("4096") && Catch::Contains("65536"));
+  }
+  SECTION("no signature without --force") {
+    f.probe.reset();
+    const auto r = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("--force"));
+  }
+  SECTION("the device held by another mapping as well") {
+    f.devices.users[f.device] =
+        "device-mapper mapping other (dm-5), device-mapper mapping vol "
+        "(dm-0)";
+    const auto r = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::busy);
+  }
+  SECTION("a device other than the mapping's") {
+    ReencryptRequest request = f.request(false);
+    request.old_mapping.device = (f.dir / "sdy").string();
+    const auto r = lbscrypt::reencrypt_offline(request, f.env, f.steps());
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("is on"));
+  }
+  CHECK(f.volume.raw == before);
+  CHECK_FALSE(fs::exists(f.state));
+  CHECK(f.registry_empty());
+  CHECK(online_vol_events(f.kernel).empty());
+  CHECK(f.live_lines().size() == 1);
+}
