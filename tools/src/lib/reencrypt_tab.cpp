@@ -5,9 +5,9 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 #include <system_error>
 #include <utility>
@@ -239,8 +239,8 @@ Result<TabOutcome> apply_tab_change(const std::filesystem::path &tab_path, const
   const fs::path &key_file = *change->key_file;
   const fs::path &new_file = *change->new_key_file;
   std::error_code error;
-  const auto status = fs::symlink_status(new_file, error);
-  if (status.type() == fs::file_type::not_found) {
+  const auto new_status = fs::symlink_status(new_file, error);
+  if (new_status.type() == fs::file_type::not_found) {
     // renamed before a cut: the line's key file holds the new key, or something is wrong
     if (auto r = tab_key_is_new(key_file, new_side, entry.volume.key.keyfile_offset, new_verifier);
         !r) {
