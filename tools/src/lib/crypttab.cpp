@@ -879,7 +879,6 @@ Result<void> write_lbscrypttab(const std::filesystem::path &path, std::string_vi
     dir = ".";
   }
   std::string name = (dir / fmt::format(".{}.XXXXXX", path.filename().string())).string();
-  // NOLINTNEXTLINE(hicpp-signed-bitwise)
   const int raw = mkostemp(name.data(), O_CLOEXEC);
   if (raw < 0) {
     return tabw_file_error("create a temporary file beside", path, errno);

@@ -192,7 +192,7 @@ Result<TabOutcome> apply_tab_change(const std::filesystem::path &tab_path, const
   auto text = tab_read(tab_path);
   if (!text && text.error().code == Errc::not_found) {
     outcome.warnings.push_back(fmt::format(
-        "{} is gone: no line to give the new parameters; write one if the volume opens at "
+        "there is no {}: no line to give the new parameters; write one if the volume opens at "
         "boot",
         tab_path.string()));
     return outcome;
