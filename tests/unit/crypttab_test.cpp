@@ -591,8 +591,7 @@ TEST_CASE("lbscrypttab writer: options edited in place, the others kept", "[cryp
         "cipher=aes-cbc-essiv:sha256,size=256,sector-size=65536");
 }
 
-TEST_CASE("lbscrypttab writer: one line's options replaced, every other byte kept",
-          "[crypttab]") {
+TEST_CASE("lbscrypttab writer: one line's options replaced, every other byte kept", "[crypttab]") {
   const std::string text =
       "# volumes\n"
       "a /dev/vda /k/a cipher=aes-xts-plain64,size=512\n"

@@ -361,18 +361,19 @@ struct TabFixture {
     key_file = keys / "data.key";
     new_key_file = keys / "data.key.new";
     std::ofstream(key_file, std::ios::binary) << std::string(64, static_cast<char>(f.old_key));
-    std::ofstream(new_key_file, std::ios::binary)
-        << std::string(64, static_cast<char>(f.new_key));
-    before = "# lbscrypttab\nother /dev/vdq none cipher=aes-xts-plain64,size=256,hash=sha256\n"
-             "data " +
-             f.device + " " + key_file.string() +
-             "\tcipher=aes-xts-plain64,size=512,discard,sector-size=512  # the data\n"
-             "last /dev/vdr /k cipher=aes-xts-plain64,size=512\n";
-    after = "# lbscrypttab\nother /dev/vdq none cipher=aes-xts-plain64,size=256,hash=sha256\n"
-            "data " +
-            f.device + " " + key_file.string() +
-            "\tcipher=aes-xts-plain64,size=512,discard,sector-size=4096  # the data\n"
-            "last /dev/vdr /k cipher=aes-xts-plain64,size=512\n";
+    std::ofstream(new_key_file, std::ios::binary) << std::string(64, static_cast<char>(f.new_key));
+    before =
+        "# lbscrypttab\nother /dev/vdq none cipher=aes-xts-plain64,size=256,hash=sha256\n"
+        "data " +
+        f.device + " " + key_file.string() +
+        "\tcipher=aes-xts-plain64,size=512,discard,sector-size=512  # the data\n"
+        "last /dev/vdr /k cipher=aes-xts-plain64,size=512\n";
+    after =
+        "# lbscrypttab\nother /dev/vdq none cipher=aes-xts-plain64,size=256,hash=sha256\n"
+        "data " +
+        f.device + " " + key_file.string() +
+        "\tcipher=aes-xts-plain64,size=512,discard,sector-size=4096  # the data\n"
+        "last /dev/vdr /k cipher=aes-xts-plain64,size=512\n";
     std::ofstream(tab, std::ios::binary) << before;
     fs::permissions(tab, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
   }

@@ -60,8 +60,7 @@ struct TabOutcome {
 // its keyfile-offset=; a passphrase line a new passphrase), a key on a device, or new options
 // the parser would refuse. `tab_path` names the file in messages.
 [[nodiscard]] Result<TabChange> plan_tab_change(const TabEntry &entry, const CryptSide &new_side,
-                                                const TabUpdate &update,
-                                                std::string_view tab_path);
+                                                const TabUpdate &update, std::string_view tab_path);
 
 // The final switch's part in lbscrypttab: reads the file again, rewrites the device's line
 // when its options differ (write_lbscrypttab: atomic, mode and owner kept), then renames the
@@ -69,8 +68,10 @@ struct TabOutcome {
 // when the new key file is gone, the line's key file must verify as the new key (renamed
 // before a cut), else Errc::key. No file or no line for the device (gone since the start): an
 // outcome with an empty name and a warning.
-[[nodiscard]] Result<TabOutcome> apply_tab_change(
-    const std::filesystem::path &tab_path, const std::string &device, const CryptSide &new_side,
-    const TabUpdate &update, const KeyVerifier &new_verifier);
+[[nodiscard]] Result<TabOutcome> apply_tab_change(const std::filesystem::path &tab_path,
+                                                  const std::string &device,
+                                                  const CryptSide &new_side,
+                                                  const TabUpdate &update,
+                                                  const KeyVerifier &new_verifier);
 
 }  // namespace lbscrypt

@@ -29,7 +29,7 @@ struct ReencryptArgs {
   std::string state;
   bool resume = false;
   bool force = false;
-  bool update_tab = false;  // a volume lbscrypttab lists: its line follows the run
+  bool update_tab = false;          // a volume lbscrypttab lists: its line follows the run
   std::uint64_t hotzone_bytes = 0;  // 0: the default
   bool json = false;
 };

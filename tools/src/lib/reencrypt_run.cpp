@@ -238,8 +238,8 @@ RegistryEntry run_entry(const ReencryptRequest &request, const ReencryptState &s
 Result<void> run_final_switch(const ReencryptRequest &request, const ReencryptState &state,
                               ReencryptOutcome &outcome) {
   if (request.update_tab) {
-    auto tab = apply_tab_change(request.tab_path, state.device, state.new_side,
-                                *request.update_tab, state.new_verifier);
+    auto tab = apply_tab_change(request.tab_path, state.device, state.new_side, *request.update_tab,
+                                state.new_verifier);
     if (!tab) {
       return Error{tab.error().code,
                    fmt::format("{}; the data is all converted, the run ends with: {}",
@@ -294,8 +294,7 @@ Result<std::optional<ReencryptOutcome>> run_finish_only(const ReencryptRequest &
   }
   ReencryptOutcome outcome{state, {}, {}, {}, {}};
   outcome.report.outcome = EngineOutcome::finished;
-  outcome.report.progress =
-      Progress{state.data_bytes, state.data_bytes, state.data_bytes, 0};
+  outcome.report.progress = Progress{state.data_bytes, state.data_bytes, state.data_bytes, 0};
   if (auto r = run_final_switch(request, state, outcome); !r) {
     return r.error();
   }

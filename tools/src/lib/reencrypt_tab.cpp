@@ -185,9 +185,9 @@ Result<TabChange> plan_tab_change(const TabEntry &entry, const CryptSide &new_si
   return change;
 }
 
-Result<TabOutcome> apply_tab_change(const std::filesystem::path &tab_path, const std::string &device,
-                                    const CryptSide &new_side, const TabUpdate &update,
-                                    const KeyVerifier &new_verifier) {
+Result<TabOutcome> apply_tab_change(const std::filesystem::path &tab_path,
+                                    const std::string &device, const CryptSide &new_side,
+                                    const TabUpdate &update, const KeyVerifier &new_verifier) {
   TabOutcome outcome;
   auto text = tab_read(tab_path);
   if (!text && text.error().code == Errc::not_found) {
