@@ -624,8 +624,9 @@ TEST_CASE("lbscrypttab writer: the file replaced whole, its mode kept, no tempor
   fs::permissions(tab, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
   REQUIRE(lbscrypt::write_lbscrypttab(tab, "new text\nline two\n").ok());
   std::ifstream in(tab);
-  const std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CHECK(back == "new text\nline two\n");
+  std::ostringstream back;
+  back << in.rdbuf();
+  CHECK(back.str() == "new text\nline two\n");
   CHECK(fs::status(tab).permissions() ==
         (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read));
   CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
+#include <sstream>
 #include <memory>
 #include <optional>
 #include <span>
@@ -341,7 +341,9 @@ namespace {
 
 std::string run_read_text(const fs::path &path) {
   std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 // lbscrypttab in the fixture's directory: the volume's line (a key file) between two others.
