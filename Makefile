@@ -94,6 +94,8 @@ bench-smoke: kmod engine
 
 # The guests carry the tool, installed from its Debian package (packaging/deb.mk).
 GUEST_TOOLS := $(if $(wildcard packaging/deb.mk),deb,$(if $(wildcard tools/tools.mk),tools tools-arm64,))
+# the reencrypt part of the benchmarks boots the tool too (qemu/bench --reencrypt)
+bench bench-smoke: $(GUEST_TOOLS)
 
 # make matrix KERNEL=PATH: the matrix on a kernel build tree someone built (arm64
 # or amd64): its .config is read, and refused when it lacks what the rig needs,

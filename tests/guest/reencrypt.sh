@@ -26,7 +26,11 @@
 # - kill -9 in the middle, then --resume: the data reads back;
 # - refusals with nothing written: the state file on tmpfs, a device held by
 #   a mapping, a state file that exists without --resume, a volume
-#   lbscrypttab lists (named with its line).
+#   lbscrypttab lists (named with its line);
+# - --update-tab: a listed volume (a key file) to the largest sector and a new
+#   key file: its line has the new sector-size=, every other byte and the
+#   file's mode kept, the new key file replaced the line's, the data reads
+#   back through the line's parameters.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -245,3 +249,31 @@ grep -q "lbs-listed (line 1)" <<<"$out" || fail "$what: the refusal says: $out"
 rm -f /etc/lbscrypttab
 [ "$(raw_sha)" = "$before" ] || fail "$what: the refusal changed the device"
 ok "$what: refused, naming the line; nothing written"
+
+# 6. --update-tab: the listed volume's line gets the new sector size, the new key
+# file replaces the line's, the file's mode and other lines are kept
+what="reencrypt --update-tab"
+keys=/etc/lbs-reenc-keys
+mkdir -p "$keys"
+on_exit rm -rf "$keys"
+cp "$key_a" "$keys/vol.key"
+cp "$key_b" "$keys/vol.key.new"
+line="lbs-listed $dev $keys/vol.key cipher=aes-xts-plain64,size=512,sector-size"
+printf '# kept\n%s=4096  # the volume\nother /dev/vdz none cipher=aes-xts-plain64,size=256,hash=sha256\n' \
+	"$line" >/etc/lbscrypttab
+chmod 0640 /etc/lbscrypttab
+out=$(reenc --sector-size 4096 --key-file "$keys/vol.key" --new-key-file "$keys/vol.key.new" \
+	--new-sector-size "$big" --force --update-tab --state "$state_dir/tab.state" "$dev" 2>&1) ||
+	fail "$what: $out"
+printf '# kept\n%s=%s  # the volume\nother /dev/vdz none cipher=aes-xts-plain64,size=256,hash=sha256\n' \
+	"$line" "$big" >/tmp/reenc.tab
+cmp -s /etc/lbscrypttab /tmp/reenc.tab || fail "$what: the file is now: $(cat /etc/lbscrypttab)"
+[ "$(stat -c %a /etc/lbscrypttab)" = 640 ] || fail "$what: mode $(stat -c %a /etc/lbscrypttab), not 640"
+cmp -s "$keys/vol.key" "$key_b" || fail "$what: $keys/vol.key does not hold the new key"
+[ ! -e "$keys/vol.key.new" ] || fail "$what: the new key file is left beside it"
+{ [ ! -e "$state_dir/tab.state" ] && [ -z "$(ls -A "$registry" 2>/dev/null)" ]; } || fail "$what: state or registry left"
+grep -q "lbs-listed (line 2) now has the new parameters" <<<"$out" || fail "$what: the summary says: $out"
+open_as lbs-reenc "$big" "$keys/vol.key" || fail "$what: open with the line's parameters failed"
+[ "$(sha_of /dev/mapper/lbs-reenc "$bytes" 65536)" = "$want" ] || fail "$what: the data differs"
+lbscrypt close lbs-reenc
+ok "$what: the line has sector-size=$big, its key file the new key, mode 640; the data reads back"

@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli.hpp"
 #include "lbscrypt/crypttab.hpp"
 #include "lbscrypt/units.hpp"
+#include "temp_dir.hpp"
 
 using lbscrypt::parse_lbscrypttab;
 using lbscrypt::parse_volume_options;
@@ -568,4 +573,69 @@ TEST_CASE("tab list: records, warnings for lines the initramfs leaves out, no fi
   CHECK(lbscrypt::cli::run({"lbscrypt", "tab", "list", "--initrd"}, out, err, none) == 0);
   CHECK(out.str().empty());
   CHECK(err.str().empty());
+}
+
+// ---- the writer (reencrypt --update-tab) ----------------------------------------------------
+
+TEST_CASE("lbscrypttab writer: options edited in place, the others kept", "[crypttab]") {
+  using lbscrypt::OptionEdit;
+  const std::vector<OptionEdit> edits{
+      {"cipher", "aes-cbc-essiv:sha256"}, {"size", "256"}, {"sector-size", "65536"}};
+  CHECK(lbscrypt::edit_volume_options("cipher=aes-xts-plain64,size=512,discard,sector-size=4096",
+                                      edits) ==
+        "cipher=aes-cbc-essiv:sha256,size=256,discard,sector-size=65536");
+  // one not there is appended; nothing else moves
+  CHECK(lbscrypt::edit_volume_options("nofail,size=512,cipher=aes-xts-plain64", edits) ==
+        "nofail,size=256,cipher=aes-cbc-essiv:sha256,sector-size=65536");
+  // nullopt drops every option of that name, bare or with a value
+  const std::vector<OptionEdit> drop{{"check", std::nullopt}};
+  CHECK(lbscrypt::edit_volume_options("check,size=512,check=ext2", drop) == "size=512");
+  CHECK(lbscrypt::edit_volume_options("", edits) ==
+        "cipher=aes-cbc-essiv:sha256,size=256,sector-size=65536");
+}
+
+TEST_CASE("lbscrypttab writer: one line's options replaced, every other byte kept", "[crypttab]") {
+  const std::string text =
+      "# volumes\n"
+      "a /dev/vda /k/a cipher=aes-xts-plain64,size=512\n"
+      "  b\t/dev/vdb   none\tcipher=aes-xts-plain64,size=256,hash=sha256  # its comment\r\n"
+      "c /dev/vdc /k/c cipher=aes-xts-plain64,size=512";
+  const auto b = lbscrypt::replace_tab_options(text, 3, "cipher=X,size=1");
+  REQUIRE(b.ok());
+  CHECK(*b ==
+        "# volumes\n"
+        "a /dev/vda /k/a cipher=aes-xts-plain64,size=512\n"
+        "  b\t/dev/vdb   none\tcipher=X,size=1  # its comment\r\n"
+        "c /dev/vdc /k/c cipher=aes-xts-plain64,size=512");
+  const auto c = lbscrypt::replace_tab_options(text, 4, "o");
+  REQUIRE(c.ok());
+  CHECK(c->ends_with("\nc /dev/vdc /k/c o"));
+  CHECK(c->starts_with("# volumes\na /dev/vda /k/a cipher=aes-xts-plain64,size=512\n  b\t"));
+  // a line without a fourth field, or no such line
+  CHECK_FALSE(lbscrypt::replace_tab_options("a /dev/vda /k/a\n", 1, "o").ok());
+  CHECK_FALSE(lbscrypt::replace_tab_options(text, 1, "o").ok());
+  CHECK_FALSE(lbscrypt::replace_tab_options(text, 5, "o").ok());
+  CHECK_FALSE(lbscrypt::replace_tab_options(text, 0, "o").ok());
+}
+
+TEST_CASE("lbscrypttab writer: the file replaced whole, its mode kept, no temporary left",
+          "[crypttab]") {
+  namespace fs = std::filesystem;
+  const lbscrypt::test::TempDir dir;
+  const fs::path tab = dir.path / "lbscrypttab";
+  std::ofstream(tab) << "old\n";
+  fs::permissions(tab, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  REQUIRE(lbscrypt::write_lbscrypttab(tab, "new text\nline two\n").ok());
+  std::ifstream in(tab);
+  std::ostringstream back;
+  back << in.rdbuf();
+  CHECK(back.str() == "new text\nline two\n");
+  CHECK(fs::status(tab).permissions() ==
+        (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read));
+  CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);
+  // no file: nothing is created
+  const auto missing = lbscrypt::write_lbscrypttab(dir.path / "none", "x");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == lbscrypt::Errc::not_found);
+  CHECK_FALSE(fs::exists(dir.path / "none"));
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <memory>
 #include <optional>
 #include <span>
@@ -332,4 +333,190 @@ TEST_CASE("reencrypt run: refusals before a byte is written", "[reencrypt]") {
     CHECK(f.keys_asked == 0);
   }
   CHECK(f.volume.raw == before);
+}
+
+// ---- --update-tab ---------------------------------------------------------------------------
+
+namespace {
+
+std::string run_read_text(const fs::path &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// lbscrypttab in the fixture's directory: the volume's line (a key file) between two others.
+struct TabFixture {
+  RunFixture &f;
+  fs::path tab;
+  fs::path keys;
+  fs::path key_file;
+  fs::path new_key_file;
+  std::string before;
+  std::string after;  // written here by hand: the line with the new sector size, all else kept
+
+  explicit TabFixture(RunFixture &fixture) : f(fixture) {
+    tab = f.dir / "lbscrypttab";
+    keys = f.dir / "keys";
+    fs::create_directories(keys);
+    key_file = keys / "data.key";
+    new_key_file = keys / "data.key.new";
+    std::ofstream(key_file, std::ios::binary) << std::string(64, static_cast<char>(f.old_key));
+    std::ofstream(new_key_file, std::ios::binary) << std::string(64, static_cast<char>(f.new_key));
+    before =
+        "# lbscrypttab\nother /dev/vdq none cipher=aes-xts-plain64,size=256,hash=sha256\n"
+        "data " +
+        f.device + " " + key_file.string() +
+        "\tcipher=aes-xts-plain64,size=512,discard,sector-size=512  # the data\n"
+        "last /dev/vdr /k cipher=aes-xts-plain64,size=512\n";
+    after =
+        "# lbscrypttab\nother /dev/vdq none cipher=aes-xts-plain64,size=256,hash=sha256\n"
+        "data " +
+        f.device + " " + key_file.string() +
+        "\tcipher=aes-xts-plain64,size=512,discard,sector-size=4096  # the data\n"
+        "last /dev/vdr /k cipher=aes-xts-plain64,size=512\n";
+    std::ofstream(tab, std::ios::binary) << before;
+    fs::permissions(tab, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  }
+
+  [[nodiscard]] ReencryptRequest request(bool resume) const {
+    ReencryptRequest r = f.request(resume);
+    r.tab_text = run_read_text(tab);
+    r.tab_path = tab.string();
+    lbscrypt::TabUpdate update;
+    update.new_key = lbscrypt::TabUpdate::NewKey::file;
+    update.new_key_file = new_key_file.string();
+    r.update_tab = update;
+    return r;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("reencrypt run: --update-tab rewrites the line and replaces the key file at the end",
+          "[reencrypt]") {
+  RunFixture f;
+  TabFixture t(f);
+  const auto outcome = lbscrypt::reencrypt_offline(t.request(false), f.env, f.steps());
+  REQUIRE(outcome.ok());
+  CHECK(f.read_new() == f.plain);
+  CHECK(run_read_text(t.tab) == t.after);
+  CHECK(fs::status(t.tab).permissions() ==
+        (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read));
+  CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.new_key)));
+  CHECK_FALSE(fs::exists(t.new_key_file));
+  REQUIRE(outcome->tab.has_value());
+  CHECK(outcome->tab->name == "data");
+  CHECK(outcome->tab->line == 3);
+  CHECK(outcome->tab->rewritten);
+  CHECK(outcome->tab->key_replaced);
+  CHECK_FALSE(fs::exists(f.state));
+  CHECK(f.registry_empty());
+}
+
+TEST_CASE("reencrypt run: --update-tab after a cut between the rewrite and the removal",
+          "[reencrypt]") {
+  RunFixture f;
+  TabFixture t(f);
+  const fs::path away = f.dir / "new.key.away";
+  ReencryptSteps steps = f.steps();
+  // After the last hotzone, the new key file goes away: the switch rewrites the line, then
+  // cannot show a key file holds the new key, and stops there with the state and entry kept,
+  // as a power cut after the rewrite leaves them.
+  steps.hooks.progress = [&](const lbscrypt::Progress &p) {
+    if (p.done_bytes == kRunTestBytes) {
+      fs::rename(t.new_key_file, away);
+    }
+  };
+  const auto cut = lbscrypt::reencrypt_offline(t.request(false), f.env, steps);
+  REQUIRE_FALSE(cut.ok());
+  CHECK(cut.error().code == Errc::key);
+  CHECK_THAT(cut.error().message, Catch::Contains("--resume"));
+  CHECK(run_read_text(t.tab) == t.after);
+  CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.old_key)));
+  CHECK(fs::exists(f.state));
+  CHECK_FALSE(f.registry_empty());
+  CHECK(f.read_new() == f.plain);
+
+  SECTION("the key file not replaced yet: --resume replaces it and asks for no key") {
+    fs::rename(away, t.new_key_file);
+    f.keys_asked = 0;
+    const auto resumed = lbscrypt::reencrypt_offline(t.request(true), f.env, f.steps());
+    REQUIRE(resumed.ok());
+    CHECK(f.keys_asked == 0);
+    REQUIRE(resumed->tab.has_value());
+    CHECK_FALSE(resumed->tab->rewritten);  // it saw the line rewritten already
+    CHECK(resumed->tab->key_replaced);
+    CHECK(run_read_text(t.tab) == t.after);
+    CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.new_key)));
+    CHECK_FALSE(fs::exists(f.state));
+    CHECK(f.registry_empty());
+  }
+  SECTION("the key file replaced before the cut: --resume sees it and finishes") {
+    fs::rename(away, t.key_file);
+    f.keys_asked = 0;
+    const auto resumed = lbscrypt::reencrypt_offline(t.request(true), f.env, f.steps());
+    REQUIRE(resumed.ok());
+    CHECK(f.keys_asked == 0);
+    REQUIRE(resumed->tab.has_value());
+    CHECK_FALSE(resumed->tab->rewritten);
+    CHECK_FALSE(resumed->tab->key_replaced);
+    CHECK(run_read_text(t.tab) == t.after);
+    CHECK_FALSE(fs::exists(f.state));
+    CHECK(f.registry_empty());
+  }
+  SECTION("neither file holds the new key: refused, the state kept") {
+    std::ofstream(t.new_key_file, std::ios::binary) << std::string(64, 'z');
+    const auto resumed = lbscrypt::reencrypt_offline(t.request(true), f.env, f.steps());
+    REQUIRE_FALSE(resumed.ok());
+    CHECK(resumed.error().code == Errc::key);
+    CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.old_key)));
+    CHECK(fs::exists(f.state));
+  }
+}
+
+TEST_CASE("reencrypt run: --update-tab refusals before a byte is written", "[reencrypt]") {
+  RunFixture f;
+  TabFixture t(f);
+  const Bytes before = f.volume.raw;
+  ReencryptRequest request = t.request(false);
+  std::string message;
+
+  SECTION("a listed volume without --update-tab") {
+    request.update_tab.reset();
+    message = "--update-tab";
+  }
+  SECTION("an x-initrd.attach line") {
+    std::string text = t.before;
+    const std::string plain_opts = "discard,sector-size=512";
+    text.replace(text.find(plain_opts), plain_opts.size(), "discard,x-initrd.attach");
+    request.tab_text = text;
+    message = "x-initrd.attach";
+  }
+  SECTION("a new passphrase for a line that reads a key file") {
+    request.update_tab->new_key = lbscrypt::TabUpdate::NewKey::passphrase;
+    message = "--new-key-file";
+  }
+  SECTION("a new key file in another directory") {
+    request.update_tab->new_key_file = (f.dir / "elsewhere.key").string();
+    message = "move it into " + t.keys.string();
+  }
+  SECTION("a new key read at another offset") {
+    request.update_tab->new_keyfile_offset = 64;
+    message = "--new-keyfile-offset 0";
+  }
+  SECTION("a new iv_large_sectors") {
+    request.new_side.iv_large_sectors = true;
+    message = "iv_large_sectors";
+  }
+  const auto r = lbscrypt::reencrypt_offline(request, f.env, f.steps());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::refused);
+  CHECK_THAT(r.error().message, Catch::Contains(message));
+  CHECK(f.keys_asked == 0);
+  CHECK(f.volume.raw == before);
+  CHECK(run_read_text(t.tab) == t.before);
+  CHECK_FALSE(fs::exists(f.state));
+  CHECK(f.registry_empty());
 }

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -120,5 +122,31 @@ struct Lbscrypttab {
 // DEVICE as written, NODE the path it names, KEY as written ("none" when absent), CHECK the
 // check program as the line names it ("blkid" for a bare check) or "-".
 [[nodiscard]] std::string tab_record(const TabEntry &entry);
+
+// ---- the writer: a line's options changed, every other byte kept ----------------------------
+
+// One option of a line's OPTIONS field to set or drop.
+struct OptionEdit {
+  std::string name;
+  // name=VALUE replaces the first option of that name where it stands (name or name=...), or is
+  // appended; nullopt drops every option of that name.
+  std::optional<std::string> value;
+};
+
+// The options field with each edit applied; every other option kept as written, in order.
+[[nodiscard]] std::string edit_volume_options(std::string_view options,
+                                              std::span<const OptionEdit> edits);
+
+// The text with line `line`'s (1-based, as TabEntry::line) fourth field replaced by `options`;
+// every other byte as it was (the other lines, the blanks, the key, a trailing comment, a
+// '\r'). Errc::invalid_argument when the line does not exist or has no fourth field.
+[[nodiscard]] Result<std::string> replace_tab_options(std::string_view text, unsigned line,
+                                                      std::string_view options);
+
+// Replaces the lbscrypttab at `path` atomically with `text`: a temporary file beside it with
+// the old file's mode and owner, written and fsynced, renamed over it, and the directory
+// fsynced. The file must exist. Errc::permission, Errc::device or Errc::not_found naming it.
+[[nodiscard]] Result<void> write_lbscrypttab(const std::filesystem::path &path,
+                                             std::string_view text);
 
 }  // namespace lbscrypt

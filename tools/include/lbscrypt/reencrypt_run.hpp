@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // One offline `lbscrypt reencrypt`, start or resume, in this order: every check that needs no
-// key (the tables of both sides load here, the device is free and not listed, the state path
-// is safe), then the keys and their proof, the state file, the journal and the registry entry,
-// and only then the first write. At the end the registry entry and the state go.
+// key (the tables of both sides load here, the device is free and not listed, or listed with
+// --update-tab and its line can follow, the state path is safe), then the keys and their
+// proof, the state file, the journal and the registry entry, and only then the first write.
+// At the end (the final switch) the lbscrypttab line is rewritten (--update-tab), then the
+// registry entry and the state go.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "lbscrypt/reencrypt.hpp"
 #include "lbscrypt/reencrypt_io.hpp"
 #include "lbscrypt/reencrypt_plan.hpp"
+#include "lbscrypt/reencrypt_tab.hpp"
 #include "lbscrypt/result.hpp"
 #include "lbscrypt/secret.hpp"
 #include "lbscrypt/table.hpp"
@@ -36,7 +39,7 @@ struct ReencryptRequest {
   std::filesystem::path registry_dir{kReencryptRegistry};
   std::filesystem::path sysfs = "/sys";
   // lbscrypttab's text, when there is one: a listed volume is refused (its line would open it
-  // with the old parameters at the next boot).
+  // with the old parameters at the next boot), unless update_tab.
   std::optional<std::string> tab_text;
   std::string tab_path = "/etc/lbscrypttab";
   // Online (reencrypt_online.hpp): the active mapping over the device, opened by lbscrypt or
@@ -47,6 +50,10 @@ struct ReencryptRequest {
   // converted, the table of the journal's position loaded, resumed), remove the private
   // mappings and keep the run for a later --resume.
   bool abort = false;
+  // --update-tab: a listed volume is taken (not an x-initrd.attach one), and at the final
+  // switch its line, read again from tab_path, gets the new parameters (reencrypt_tab.hpp).
+  // A --resume of a run whose data is all converted does only the switch, and asks no key.
+  std::optional<TabUpdate> update_tab;
 };
 
 struct ReencryptSteps {
@@ -71,6 +78,7 @@ struct ReencryptOutcome {
   std::optional<FilesystemProbe> probe;
   std::vector<std::string> warnings;  // one line each: what --force let through, an unstable id
   std::optional<std::string> active_name;  // online: the mapping now on the new parameters
+  std::optional<TabOutcome> tab;      // --update-tab: what the final switch did to the line
 };
 
 // Offline, or online when request.active_name is set. The state is the same: a run started

@@ -133,6 +133,12 @@ void print_summary(std::ostream &out, const ReencryptOutcome &outcome, double se
                           {"seconds", seconds},
                           {"bytes_per_second", static_cast<std::uint64_t>(rate)},
                           {"recovered", outcome.report.recovered}};
+    if (outcome.tab) {
+      record["tab"] = nlohmann::json{{"name", outcome.tab->name},
+                                     {"line", outcome.tab->line},
+                                     {"rewritten", outcome.tab->rewritten},
+                                     {"key_replaced", outcome.tab->key_replaced}};
+    }
     write_json(out, record);
     out << '\n';
     return;
@@ -153,6 +159,13 @@ void print_summary(std::ostream &out, const ReencryptOutcome &outcome, double se
   if (outcome.active_name) {
     out << fmt::format("{} now has the new parameters, under the same name\n",
                        *outcome.active_name);
+  }
+  if (outcome.tab) {
+    const TabOutcome &tab = *outcome.tab;
+    out << fmt::format("lbscrypttab: {} (line {}) {} the new parameters{}\n", tab.name, tab.line,
+                       tab.rewritten ? "now has" : "already had",
+                       tab.key_file ? fmt::format("; {} holds the new key", tab.key_file->string())
+                                    : std::string{});
   }
   out << fmt::format(
       "open it with: lbscrypt open --cipher {} --key-size {} --sector-size {}{}{}{} "
@@ -199,6 +212,9 @@ CLI::App *add_reencrypt_command(CLI::App &app, ReencryptArgs &args, CommonFlags 
                 "keeping the run");
   cmd->add_flag("--force", args.force,
                 "Go on when no filesystem or other signature proves the old key");
+  cmd->add_flag("--update-tab", args.update_tab,
+                "A volume lbscrypttab lists: rewrite its line with the new parameters at the "
+                "end (a new key file replaces the line's key file then)");
   add_number(*cmd, "--hotzone-size", args.hotzone_bytes,
              "Bytes converted per step (default 64 MiB; the journal's size)");
   cmd->add_flag("--json", args.json, "Progress and summary as JSON, a record a line");
@@ -287,6 +303,20 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
     }
   }
   request.tab_path = kLbscrypttab;
+  if (args.update_tab) {
+    TabUpdate update;
+    if (args.keep_key) {
+      update.new_key = TabUpdate::NewKey::kept;
+    } else if (args.new_key_file && *args.new_key_file != "-") {
+      update.new_key = TabUpdate::NewKey::file;
+      update.new_key_file = *args.new_key_file;
+      update.new_keyfile_offset = args.new_keyfile_offset;
+    } else {
+      update.new_key = TabUpdate::NewKey::passphrase;
+      update.new_hash = args.new_hash.value_or(kDefaultPlainHash);
+    }
+    request.update_tab = std::move(update);
+  }
   if (args.hotzone_bytes != 0) {
     request.hotzone_bytes = args.hotzone_bytes;
   }

@@ -30,6 +30,7 @@ struct ReencryptArgs {
   std::string state;
   bool resume = false;
   bool force = false;
+  bool update_tab = false;          // a volume lbscrypttab lists: its line follows the run
   std::uint64_t hotzone_bytes = 0;  // 0: the default
   bool json = false;
   std::optional<std::string> active_name;  // online: the open volume's mapping

@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "lbscrypt/crypttab.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <set>
@@ -16,6 +22,7 @@
 #include "lbscrypt/gating.hpp"
 #include "lbscrypt/numbers.hpp"
 #include "lbscrypt/table.hpp"
+#include "reencrypt_files.hpp"
 
 namespace lbscrypt {
 
@@ -754,6 +761,153 @@ std::string tab_record(const TabEntry &entry) {
   const VolumeOptions &v = entry.volume;
   return fmt::format("{} {} {} {} {} {} {} {}", entry.name, entry.device, entry.path, entry.key,
                      v.mapping.sector_size, v.check.value_or("-"), v.mapping.cipher, entry.options);
+}
+
+namespace {
+
+// The name of one option as written: "cipher" for "cipher=aes-xts-plain64".
+std::string_view tabw_option_name(std::string_view option) {
+  return option.substr(0, option.find('='));
+}
+
+std::string tabw_join(const std::vector<std::string> &parts) {
+  std::string out;
+  for (const auto &part : parts) {
+    if (!out.empty()) {
+      out += ',';
+    }
+    out += part;
+  }
+  return out;
+}
+
+Error tabw_file_error(std::string_view what, const std::filesystem::path &file, int err) {
+  const Errc code = err == EACCES || err == EPERM ? Errc::permission
+                    : err == ENOENT               ? Errc::not_found
+                                                  : Errc::device;
+  return make_error(code,
+                    fmt::format("cannot {} {}: {}: the file is left as it was; fix that and "
+                                "run the command again",
+                                what, printable(file.string()), std::strerror(err)),
+                    err);
+}
+
+}  // namespace
+
+std::string edit_volume_options(std::string_view options, std::span<const OptionEdit> edits) {
+  std::vector<std::string> parts;
+  if (!options.empty()) {
+    for (const std::string_view part : split(options, ',')) {
+      parts.emplace_back(part);
+    }
+  }
+  for (const OptionEdit &edit : edits) {
+    if (!edit.value) {
+      std::erase_if(parts, [&](const std::string &p) { return tabw_option_name(p) == edit.name; });
+      continue;
+    }
+    const std::string word = fmt::format("{}={}", edit.name, *edit.value);
+    const auto at = std::find_if(parts.begin(), parts.end(), [&](const std::string &p) {
+      return tabw_option_name(p) == edit.name;
+    });
+    if (at == parts.end()) {
+      parts.push_back(word);
+    } else {
+      *at = word;
+    }
+  }
+  return tabw_join(parts);
+}
+
+Result<std::string> replace_tab_options(std::string_view text, unsigned line,
+                                        std::string_view options) {
+  std::size_t begin = 0;
+  for (unsigned number = 1; number < line; ++number) {
+    const auto end = text.find('\n', begin);
+    if (end == std::string_view::npos) {
+      begin = std::string_view::npos;
+      break;
+    }
+    begin = end + 1;
+  }
+  if (line == 0 || begin == std::string_view::npos || begin > text.size()) {
+    return bad(fmt::format("lbscrypttab has no line {}: read it again", line));
+  }
+  std::size_t end = text.find('\n', begin);
+  if (end == std::string_view::npos) {
+    end = text.size();
+  }
+  std::string_view whole = text.substr(begin, end - begin);
+  if (!whole.empty() && whole.back() == '\r') {
+    whole.remove_suffix(1);
+  }
+  // The fourth field's place in the line, as fields() splits it.
+  std::size_t pos = 0;
+  for (int field = 0; field < 4; ++field) {
+    const auto start = whole.find_first_not_of(" \t", pos);
+    if (start == std::string_view::npos) {
+      return bad(fmt::format("lbscrypttab line {} has no options field: read it again", line));
+    }
+    auto stop = whole.find_first_of(" \t", start);
+    if (stop == std::string_view::npos) {
+      stop = whole.size();
+    }
+    if (field == 3) {
+      std::string out(text.substr(0, begin + start));
+      out += options;
+      out += text.substr(begin + stop);
+      return out;
+    }
+    pos = stop;
+  }
+  return bad(fmt::format("lbscrypttab line {} has no options field: read it again", line));
+}
+
+Result<void> write_lbscrypttab(const std::filesystem::path &path, std::string_view text) {
+  struct stat old {};
+  if (stat(path.c_str(), &old) != 0) {
+    return tabw_file_error("look at", path, errno);
+  }
+  if (!S_ISREG(old.st_mode)) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("{} is {}, not a regular file: lbscrypt rewrites only a "
+                                  "regular lbscrypttab",
+                                  printable(path.string()), detail::file_kind_name(old.st_mode)));
+  }
+  std::filesystem::path dir = path.parent_path();
+  if (dir.empty()) {
+    dir = ".";
+  }
+  std::string name = (dir / fmt::format(".{}.XXXXXX", path.filename().string())).string();
+  const int raw = mkostemp(name.data(), O_CLOEXEC);
+  if (raw < 0) {
+    return tabw_file_error("create a temporary file beside", path, errno);
+  }
+  detail::UnlinkOnFailure temporary{std::filesystem::path(name)};
+  const detail::FileDescriptor fd(raw);
+  // the owner first: a chown may clear set-id bits that the chmod then puts back
+  if (fchown(fd.get(), old.st_uid, old.st_gid) != 0) {
+    return tabw_file_error("give the old owner to", temporary.path(), errno);
+  }
+  if (fchmod(fd.get(), old.st_mode & 07777U) != 0) {
+    return tabw_file_error("give the old mode to", temporary.path(), errno);
+  }
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
+  const auto *bytes = reinterpret_cast<const std::uint8_t *>(text.data());
+  if (const int err = detail::pwrite_full(fd.get(), {bytes, text.size()}, 0); err != 0) {
+    return tabw_file_error("write", temporary.path(), err);
+  }
+  if (fsync(fd.get()) != 0) {
+    return tabw_file_error("write", temporary.path(), errno);
+  }
+  if (rename(temporary.path().c_str(), path.c_str()) != 0) {
+    return tabw_file_error("replace", path, errno);
+  }
+  temporary.keep();
+  if (const int err = detail::fsync_parent_directory(path); err != 0) {
+    return tabw_file_error("make durable the directory of", path, err);
+  }
+  return {};
 }
 
 }  // namespace lbscrypt

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 
 #include <array>
 #include <cerrno>
@@ -15,6 +14,7 @@
 #include "lbscrypt/reencrypt_online.hpp"
 #include "lbscrypt/reencrypt_plan.hpp"
 #include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt_tab.hpp"
 
 namespace lbscrypt {
 
@@ -187,27 +187,43 @@ Result<std::uint64_t> run_plan_checks(const PlanFacts &facts, const LiveMapping 
   return data_bytes;
 }
 
-// A volume lbscrypttab lists would be opened with the old parameters at the next boot.
-Result<void> run_tab_check(const ReencryptRequest &request, const std::string &device) {
+// A volume lbscrypttab lists would be opened with the old parameters at the next boot: refused,
+// unless --update-tab and its line can follow the run (not x-initrd.attach: the initramfs
+// cannot resume a run).
+Result<void> run_tab_check(const ReencryptRequest &request, const std::string &device,
+                           const CryptSide &new_side) {
   if (!request.tab_text) {
     return {};
   }
-  struct stat ours {};
-  if (stat(device.c_str(), &ours) != 0) {
+  const Lbscrypttab tab = parse_lbscrypttab(*request.tab_text, request.tab_path);
+  const auto entries = tab_entries_for(tab, device);
+  if (entries.empty()) {
     return {};
   }
-  const Lbscrypttab tab = parse_lbscrypttab(*request.tab_text, request.tab_path);
-  for (const TabEntry &entry : tab.entries) {
-    struct stat listed {};
-    if (stat(entry.path.c_str(), &listed) == 0 && S_ISBLK(listed.st_mode) &&
-        listed.st_rdev == ours.st_rdev) {
-      return make_error(
-          Errc::refused,
-          fmt::format("{} is listed in {} as {} (line {}): that line would open it with the old "
-                      "parameters at the next boot; comment it out, reencrypt, then write it "
-                      "with the new parameters",
-                      device, request.tab_path, entry.name, entry.line));
-    }
+  const TabEntry &entry = *entries.front();
+  if (!request.update_tab) {
+    return make_error(
+        Errc::refused,
+        fmt::format("{} is listed in {} as {} (line {}): that line would open it with the old "
+                    "parameters at the next boot; give --update-tab to have the line rewritten "
+                    "at the end, or comment it out, reencrypt, then write it with the new "
+                    "parameters",
+                    device, request.tab_path, entry.name, entry.line));
+  }
+  if (opened_by_initrd(entry)) {
+    PlanFacts facts;
+    facts.device = device;
+    facts.initrd_volume = entry.name;
+    return check_reencrypt_boot(facts);
+  }
+  if (entries.size() > 1) {
+    return make_error(Errc::refused,
+                      fmt::format("{} is listed in {} twice (lines {} and {}): keep one line",
+                                  device, request.tab_path, entry.line, entries[1]->line));
+  }
+  auto change = plan_tab_change(entry, new_side, *request.update_tab, request.tab_path);
+  if (!change) {
+    return change.error();
   }
   return {};
 }
@@ -221,19 +237,73 @@ RegistryEntry run_entry(const ReencryptRequest &request, const ReencryptState &s
   return entry;
 }
 
-Result<void> finish_run(DeviceReencryptIo &io, const ReencryptRequest &request,
-                        const ReencryptState &state, const EngineReport &report) {
-  auto closed = io.close();
-  if (report.outcome != EngineOutcome::finished) {
-    return closed;
+// The final switch, the data all converted: the lbscrypttab line (--update-tab) first, then the
+// registry entry and the state. A cut anywhere in it leaves the state, and a --resume does
+// what is left (each step sees whether it was done).
+Result<void> run_final_switch(const ReencryptRequest &request, const ReencryptState &state,
+                              ReencryptOutcome &outcome) {
+  if (request.update_tab) {
+    auto tab = apply_tab_change(request.tab_path, state.device, state.new_side, *request.update_tab,
+                                state.new_verifier);
+    if (!tab) {
+      return Error{tab.error().code,
+                   fmt::format("{}; the data is all converted, the run ends with: {}",
+                               tab.error().message, run_resume_hint(request.state)),
+                   tab.error().os_errno};
+    }
+    outcome.warnings.insert(outcome.warnings.end(), tab->warnings.begin(), tab->warnings.end());
+    if (!tab->name.empty()) {
+      outcome.tab = std::move(tab).value();
+    }
   }
   if (auto r = remove_entry(request.registry_dir, run_entry(request, state)); !r) {
     return r;
   }
-  if (auto r = remove_state(request.state); !r) {
+  return remove_state(request.state);
+}
+
+Result<void> finish_run(DeviceReencryptIo &io, const ReencryptRequest &request,
+                        const ReencryptState &state, ReencryptOutcome &outcome) {
+  auto closed = io.close();
+  if (outcome.report.outcome != EngineOutcome::finished) {
+    return closed;
+  }
+  if (auto r = run_final_switch(request, state, outcome); !r) {
     return r;
   }
   return closed;
+}
+
+// A --resume with --update-tab of a run whose data is all converted (a cut in the final
+// switch): only the switch is left, and it asks for no key (the new key file may have replaced
+// the old key's already). nullopt: the run is not that far.
+Result<std::optional<ReencryptOutcome>> run_finish_only(const ReencryptRequest &request,
+                                                        const ReencryptState &state) {
+  auto lock = StateLock::acquire(request.state);
+  if (!lock) {
+    return lock.error();
+  }
+  {
+    auto journal =
+        open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes, false);
+    if (!journal) {
+      return journal.error();
+    }
+    auto slots = (*journal)->read_slots();
+    if (!slots) {
+      return slots.error();
+    }
+    if (!slots->completed || slots->completed->position < state.data_bytes) {
+      return std::optional<ReencryptOutcome>{};
+    }
+  }
+  ReencryptOutcome outcome{state, {}, {}, {}, {}, {}};
+  outcome.report.outcome = EngineOutcome::finished;
+  outcome.report.progress = Progress{state.data_bytes, state.data_bytes, state.data_bytes, 0};
+  if (auto r = run_final_switch(request, state, outcome); !r) {
+    return r.error();
+  }
+  return std::optional<ReencryptOutcome>(std::move(outcome));
 }
 
 // Online: the active mapping, and the kernel and target type its tables load with.
@@ -305,7 +375,7 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
     }
     outcome.active_name = live_switch->name();
   }
-  if (auto r = finish_run(io, request, state, *report); !r) {
+  if (auto r = finish_run(io, request, state, outcome); !r) {
     return r.error();
   }
   return outcome;
@@ -331,7 +401,7 @@ Result<ReencryptOutcome> run_with(const ReencryptRequest &request, const Reencry
   if (!io) {
     return io.error();
   }
-  ReencryptOutcome outcome{state, {}, {}, std::move(warnings), {}};
+  ReencryptOutcome outcome{state, {}, {}, std::move(warnings), {}, {}};
   if (create) {
     // Online, blkid looks at the users' mapping itself (what the filesystem has written).
     auto found =
@@ -436,7 +506,7 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
     return r.error();
   }
   const RunDevice where = run_device(device, request.sysfs);
-  if (auto r = run_tab_check(request, where.identity.canonical); !r) {
+  if (auto r = run_tab_check(request, where.identity.canonical, request.new_side); !r) {
     return r.error();
   }
   const auto entry = find_entry(request.registry_dir, where.identity);
@@ -530,7 +600,7 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
                                   "state file of this device's run",
                                   state->device, where.key, state->device_id));
   }
-  if (auto r = run_tab_check(request, where.identity.canonical); !r) {
+  if (auto r = run_tab_check(request, where.identity.canonical, state->new_side); !r) {
     return r.error();
   }
   MappingRequest old_request;
@@ -548,6 +618,15 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
   }
   if (auto r = run_tables(old_request, state->new_side, env); !r) {
     return r.error();
+  }
+  if (request.update_tab) {
+    auto done = run_finish_only(request, *state);
+    if (!done) {
+      return done.error();
+    }
+    if (*done) {
+      return std::move(**done);
+    }
   }
   auto old_key = run_key(steps.old_key, state->old_side.key_bytes, "old");
   if (!old_key) {
@@ -634,7 +713,7 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
                     live->name, run_abort_hint(request, live->name)),
         position.error().os_errno};
   }
-  ReencryptOutcome outcome{*state, {}, {}, {}, live->name};
+  ReencryptOutcome outcome{*state, {}, {}, {}, live->name, {}};
   outcome.report.outcome =
       *position == state->data_bytes ? EngineOutcome::finished : EngineOutcome::stopped;
   outcome.report.progress = Progress{*position, *position, state->data_bytes, 0};

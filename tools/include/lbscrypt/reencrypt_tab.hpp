@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: GPL-2.0-only
+// `lbscrypt reencrypt --update-tab`: a volume /etc/lbscrypttab lists is reencrypted, and at the
+// final switch its line gets the new parameters (cipher=, size=, sector-size=, hash=) and a
+// rotated key file replaces the one the line reads, before the registry entry and the state
+// go. Everything is checked at the start, before a byte is written; each step of the switch
+// sees whether it was done already, so a --resume after a cut in the switch finishes it.
+// The line is read and written by crypttab.hpp's parser and writer.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lbscrypt/crypttab.hpp"
+#include "lbscrypt/keys.hpp"
+#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/result.hpp"
+
+namespace lbscrypt {
+
+// How the new key is given (for the line's key field and hash=).
+struct TabUpdate {
+  enum class NewKey { kept, file, passphrase };
+  NewKey new_key = NewKey::kept;
+  std::string new_key_file;  // NewKey::file: the path as given (not "-")
+  std::uint64_t new_keyfile_offset = 0;
+  std::string new_hash = kDefaultPlainHash;  // NewKey::passphrase: hash= of the line
+};
+
+// What the final switch does to the line.
+struct TabChange {
+  unsigned line = 0;
+  std::string name;
+  std::string options;  // the line's new options field
+  // The line's key file and the new key file renamed over it (NewKey::file, another path).
+  std::optional<std::filesystem::path> key_file;
+  std::optional<std::filesystem::path> new_key_file;
+};
+
+// What the switch did, for the summary.
+struct TabOutcome {
+  std::string name;
+  unsigned line = 0;
+  bool rewritten = false;     // false: the line had the new parameters already (a resume)
+  bool key_replaced = false;  // the new key file was renamed over the line's key file now
+  std::optional<std::filesystem::path> key_file;
+  std::vector<std::string> warnings;  // the line is gone: nothing to rewrite
+};
+
+// The lines that name `device`: the same path, or a block device with the same number.
+[[nodiscard]] std::vector<const TabEntry *> tab_entries_for(const Lbscrypttab &tab,
+                                                            const std::string &device);
+
+// Whether the line can follow the run: Errc::refused or Errc::invalid_argument saying what to
+// do for a new iv_large_sectors (lbscrypttab has no word for it), a new key given otherwise
+// than the line reads it (a key file line needs --new-key-file in the key file's directory, at
+// its keyfile-offset=; a passphrase line a new passphrase), a key on a device, or new options
+// the parser would refuse. `tab_path` names the file in messages.
+[[nodiscard]] Result<TabChange> plan_tab_change(const TabEntry &entry, const CryptSide &new_side,
+                                                const TabUpdate &update, std::string_view tab_path);
+
+// The final switch's part in lbscrypttab: reads the file again, rewrites the device's line
+// when its options differ (write_lbscrypttab: atomic, mode and owner kept), then renames the
+// new key file over the line's key file once it shows it holds the new key (its verifier);
+// when the new key file is gone, the line's key file must verify as the new key (renamed
+// before a cut), else Errc::key. No file or no line for the device (gone since the start): an
+// outcome with an empty name and a warning.
+[[nodiscard]] Result<TabOutcome> apply_tab_change(const std::filesystem::path &tab_path,
+                                                  const std::string &device,
+                                                  const CryptSide &new_side,
+                                                  const TabUpdate &update,
+                                                  const KeyVerifier &new_verifier);
+
+}  // namespace lbscrypt

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "lbscrypt/reencrypt_tab.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include "reencrypt_files.hpp"
+
+namespace lbscrypt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The path as the rename sees it: absolute, "." and ".." folded, links left alone (a key file
+// that is a link is replaced as a link).
+fs::path tab_plain_path(const std::string &path) {
+  std::error_code error;
+  fs::path out = fs::absolute(path, error);
+  if (error) {
+    out = path;
+  }
+  return out.lexically_normal();
+}
+
+// The new key file, read as the line reads its key file (the key itself, key-size bytes from
+// keyfile-offset), checked against the run's new verifier.
+Result<void> tab_key_is_new(const fs::path &file, const CryptSide &new_side,
+                            std::uint64_t keyfile_offset, const KeyVerifier &verifier) {
+  KeyOptions options;
+  options.key_size_bits = new_side.key_bytes * 8;
+  options.key_file = file.string();
+  options.keyfile_offset = keyfile_offset;
+  options.cipher_given = true;
+  options.key_size_given = true;
+  options.quiet = true;
+  auto key = derive_plain_key(options, true, TerminalReader{});
+  if (!key) {
+    return key.error();
+  }
+  return check_verifier(verifier, key->key, "new");
+}
+
+std::string tab_where(const TabEntry &entry, std::string_view tab_path) {
+  return fmt::format("{} (line {} of {})", entry.name, entry.line, tab_path);
+}
+
+// The options the line gets: cipher=, size= and sector-size= of the new side, hash= of a new
+// passphrase.
+std::vector<OptionEdit> tab_edits(const TabEntry &entry, const CryptSide &new_side,
+                                  const TabUpdate &update) {
+  std::vector<OptionEdit> edits{
+      {"cipher", new_side.cipher},
+      {"size", fmt::format("{}", new_side.key_bytes * 8)},
+  };
+  if (new_side.sector_size != entry.volume.mapping.sector_size ||
+      entry.options.find("sector-size=") != std::string::npos) {
+    edits.push_back({"sector-size", fmt::format("{}", new_side.sector_size)});
+  }
+  if (update.new_key == TabUpdate::NewKey::passphrase) {
+    edits.push_back({"hash", update.new_hash});
+  }
+  return edits;
+}
+
+Result<std::string> tab_read(const fs::path &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    return make_error(err == ENOENT ? Errc::not_found : Errc::device,
+                      fmt::format("cannot read {}: {}", printable(path.string()),
+                                  std::strerror(err != 0 ? err : EIO)),
+                      err);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return make_error(Errc::device, fmt::format("cannot read {}", printable(path.string())), EIO);
+  }
+  return text.str();
+}
+
+}  // namespace
+
+std::vector<const TabEntry *> tab_entries_for(const Lbscrypttab &tab, const std::string &device) {
+  std::vector<const TabEntry *> found;
+  struct stat ours {};
+  const bool is_block = stat(device.c_str(), &ours) == 0 && S_ISBLK(ours.st_mode);
+  std::error_code error;
+  const fs::path canonical = fs::weakly_canonical(device, error);
+  for (const TabEntry &entry : tab.entries) {
+    struct stat listed {};
+    const bool same_number = is_block && stat(entry.path.c_str(), &listed) == 0 &&
+                             S_ISBLK(listed.st_mode) && listed.st_rdev == ours.st_rdev;
+    std::error_code entry_error;
+    const fs::path entry_canonical = fs::weakly_canonical(entry.path, entry_error);
+    const bool same_path = !error && !entry_error && entry_canonical == canonical;
+    if (same_number || same_path) {
+      found.push_back(&entry);
+    }
+  }
+  return found;
+}
+
+Result<TabChange> plan_tab_change(const TabEntry &entry, const CryptSide &new_side,
+                                  const TabUpdate &update, std::string_view tab_path) {
+  const std::string where = tab_where(entry, tab_path);
+  if (new_side.iv_large_sectors) {
+    return make_error(Errc::refused,
+                      fmt::format("{}: lbscrypttab has no option for iv_large_sectors, so "
+                                  "--update-tab cannot give the line --new-iv-large-sectors: "
+                                  "reencrypt without it, or comment the line out and open the "
+                                  "volume by hand",
+                                  where));
+  }
+  TabChange change;
+  change.line = entry.line;
+  change.name = entry.name;
+  const bool passphrase = is_passphrase_key(entry.key);
+  using NewKey = TabUpdate::NewKey;
+  if (passphrase && update.new_key == NewKey::file) {
+    return make_error(Errc::refused,
+                      fmt::format("{} asks for a passphrase and the new key comes from {}: give "
+                                  "the new key as a passphrase (without --new-key-file), or "
+                                  "comment the line out and write it again after the run",
+                                  where, update.new_key_file));
+  }
+  if (!passphrase && update.new_key != NewKey::kept) {
+    const fs::path key_file = tab_plain_path(entry.key);
+    if (key_file.string().starts_with("/dev/")) {
+      return make_error(Errc::refused,
+                        fmt::format("{} reads its key from the device {}, which lbscrypt does "
+                                    "not rewrite: give --keep-key, or comment the line out and "
+                                    "write it again after the run",
+                                    where, entry.key));
+    }
+    if (update.new_key == NewKey::passphrase) {
+      return make_error(Errc::refused,
+                        fmt::format("{} reads its key from {}: give the new key in a file in "
+                                    "{} with --new-key-file (it replaces {} at the end), or "
+                                    "--keep-key",
+                                    where, entry.key, key_file.parent_path().string(), entry.key));
+    }
+    const fs::path new_file = tab_plain_path(update.new_key_file);
+    if (new_file != key_file) {
+      if (new_file.parent_path() != key_file.parent_path()) {
+        return make_error(
+            Errc::refused,
+            fmt::format("{} reads its key from {}, and the new key file {} is in another "
+                        "directory: move it into {} and give that path (it is renamed over {} "
+                        "at the end, which is atomic only within one directory)",
+                        where, entry.key, update.new_key_file, key_file.parent_path().string(),
+                        entry.key));
+      }
+      if (update.new_keyfile_offset != entry.volume.key.keyfile_offset) {
+        return make_error(
+            Errc::refused,
+            fmt::format("{} reads its key at keyfile-offset={} of {}, and the new key is read "
+                        "at {} of {}: give --new-keyfile-offset {} (the new file replaces the "
+                        "old one under the same line)",
+                        where, entry.volume.key.keyfile_offset, entry.key,
+                        update.new_keyfile_offset, update.new_key_file,
+                        entry.volume.key.keyfile_offset));
+      }
+      change.key_file = key_file;
+      change.new_key_file = new_file;
+    }
+  }
+  const std::vector<OptionEdit> edits = tab_edits(entry, new_side, update);
+  change.options = edit_volume_options(entry.options, edits);
+  if (auto parsed = parse_volume_options(change.options, passphrase); !parsed) {
+    return make_error(Errc::refused,
+                      fmt::format("{}: its options with the new parameters ({}) would be "
+                                  "refused: {}",
+                                  where, change.options, parsed.error().message));
+  }
+  return change;
+}
+
+Result<TabOutcome> apply_tab_change(const std::filesystem::path &tab_path,
+                                    const std::string &device, const CryptSide &new_side,
+                                    const TabUpdate &update, const KeyVerifier &new_verifier) {
+  TabOutcome outcome;
+  auto text = tab_read(tab_path);
+  if (!text && text.error().code == Errc::not_found) {
+    outcome.warnings.push_back(fmt::format(
+        "there is no {}: no line to give the new parameters; write one if the volume opens at "
+        "boot",
+        tab_path.string()));
+    return outcome;
+  }
+  if (!text) {
+    return text.error();
+  }
+  const Lbscrypttab tab = parse_lbscrypttab(*text, tab_path.string());
+  const auto entries = tab_entries_for(tab, device);
+  if (entries.empty()) {
+    outcome.warnings.push_back(fmt::format(
+        "no line of {} names {} any more: no line to give the new parameters; write one if "
+        "the volume opens at boot",
+        tab_path.string(), device));
+    return outcome;
+  }
+  if (entries.size() > 1) {
+    return make_error(Errc::refused,
+                      fmt::format("{} names {} on lines {} and {}: keep one line, then run the "
+                                  "command again with --resume",
+                                  tab_path.string(), device, entries[0]->line, entries[1]->line));
+  }
+  const TabEntry &entry = *entries.front();
+  auto change = plan_tab_change(entry, new_side, update, tab_path.string());
+  if (!change) {
+    return change.error();
+  }
+  outcome.name = change->name;
+  outcome.line = change->line;
+  outcome.key_file = change->key_file;
+  if (change->options != entry.options) {
+    auto rewritten = replace_tab_options(*text, change->line, change->options);
+    if (!rewritten) {
+      return rewritten.error();
+    }
+    if (auto r = write_lbscrypttab(tab_path, *rewritten); !r) {
+      return r.error();
+    }
+    outcome.rewritten = true;
+  }
+  if (!change->key_file || !change->new_key_file) {
+    return outcome;
+  }
+  const fs::path &key_file = *change->key_file;
+  const fs::path &new_file = *change->new_key_file;
+  std::error_code error;
+  const auto new_status = fs::symlink_status(new_file, error);
+  if (new_status.type() == fs::file_type::not_found) {
+    // renamed before a cut: the line's key file holds the new key, or something is wrong
+    if (auto r = tab_key_is_new(key_file, new_side, entry.volume.key.keyfile_offset, new_verifier);
+        !r) {
+      return make_error(Errc::key,
+                        fmt::format("the new key file {} is gone and {} does not hold the new "
+                                    "key ({}): put the new key file back and run the command "
+                                    "again with --resume",
+                                    new_file.string(), key_file.string(), r.error().message));
+    }
+    return outcome;
+  }
+  if (auto r = tab_key_is_new(new_file, new_side, entry.volume.key.keyfile_offset, new_verifier);
+      !r) {
+    return make_error(r.error().code,
+                      fmt::format("{} does not hold the run's new key ({}): give the new key "
+                                  "file the run was started with",
+                                  new_file.string(), r.error().message));
+  }
+  if (rename(new_file.c_str(), key_file.c_str()) != 0) {
+    const int err = errno;
+    return make_error(err == EACCES || err == EPERM ? Errc::permission : Errc::device,
+                      fmt::format("cannot rename {} over {}: {}: fix that and run the command "
+                                  "again with --resume",
+                                  new_file.string(), key_file.string(), std::strerror(err)),
+                      err);
+  }
+  if (const int err = detail::fsync_parent_directory(key_file); err != 0) {
+    return make_error(Errc::device,
+                      fmt::format("cannot make the rename of {} durable: {}: run the command "
+                                  "again with --resume",
+                                  key_file.string(), std::strerror(err)),
+                      err);
+  }
+  outcome.key_replaced = true;
+  return outcome;
+}
+
+}  // namespace lbscrypt
