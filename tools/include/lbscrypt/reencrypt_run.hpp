@@ -78,7 +78,7 @@ struct ReencryptOutcome {
   std::optional<FilesystemProbe> probe;
   std::vector<std::string> warnings;  // one line each: what --force let through, an unstable id
   std::optional<std::string> active_name;  // online: the mapping now on the new parameters
-  std::optional<TabOutcome> tab;      // --update-tab: what the final switch did to the line
+  std::optional<TabOutcome> tab;           // --update-tab: what the final switch did to the line
 };
 
 // Offline, or online when request.active_name is set. The state is the same: a run started
