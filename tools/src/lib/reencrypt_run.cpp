@@ -735,7 +735,7 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
                                   "state file of this device's run",
                                   state->device, where.key, state->device_id));
   }
-  if (auto r = run_tab_check(request, where.identity.canonical); !r) {
+  if (auto r = run_tab_check(request, where.identity.canonical, state->new_side); !r) {
     return r.error();
   }
   MappingRequest old_request;
