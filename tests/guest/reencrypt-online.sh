@@ -190,7 +190,8 @@ read -r t_start t_len t_type t_cipher t_key t_iv t_dev t_off t_rest <<<"$(table)
 	fail "$what: the table is: $t_start $t_len $t_type $t_cipher KEY $t_iv $t_dev $t_off $t_rest"
 [ "$t_key" = "$(hex_of "$key_b")" ] || fail "$what: the table's key is not key B"
 grep -q "sector_size:65536" <<<"$t_rest" || fail "$what: the table's options: $t_rest"
-[ "$(lbsize "/dev/mapper/$name")" = 65536 ] || fail "$what: logical block size $(lbsize "/dev/mapper/$name")"
+lbs_now=$(blockdev --getss "/dev/mapper/$name") # BLKSSZGET: the logical block size (no udev here: /dev/mapper holds nodes, not links)
+[ "$lbs_now" = 65536 ] || fail "$what: logical block size $lbs_now"
 ok "$what: done in ${took} s beside $passes fio passes; one line, sector_size:65536, key B"
 fio_ok /tmp/online-verify.log "${fio_args[@]}" --verify_only || { cat /tmp/online-verify.log; fail "$what: fio's verify-only pass failed"; }
 [ "$(files_sha)" = "$files" ] || fail "$what: the files differ"

@@ -17,23 +17,24 @@
 namespace lbscrypt::cli {
 
 struct ReencryptArgs {
+  // Ordered by size (clang-analyzer's padding check), not by meaning.
   MappingArgs old_side;  // the volume as `open` takes it; its device the positional argument
   std::optional<std::string> new_cipher;
-  std::optional<std::uint32_t> new_key_bits;
-  std::optional<std::uint32_t> new_sector_size;
-  bool new_iv_large_sectors = false;
   std::optional<std::string> new_hash;
   std::optional<std::string> new_key_file;
-  std::uint64_t new_keyfile_offset = 0;
-  std::optional<std::uint32_t> new_keyfile_size;
-  bool keep_key = false;
+  std::optional<std::string> active_name;  // online: the open volume's mapping
   std::string state;
+  std::uint64_t new_keyfile_offset = 0;
+  std::uint64_t hotzone_bytes = 0;  // 0: the default
+  std::optional<std::uint32_t> new_key_bits;
+  std::optional<std::uint32_t> new_sector_size;
+  std::optional<std::uint32_t> new_keyfile_size;
+  bool new_iv_large_sectors = false;
+  bool keep_key = false;
   bool resume = false;
   bool force = false;
-  bool update_tab = false;          // a volume lbscrypttab lists: its line follows the run
-  std::uint64_t hotzone_bytes = 0;  // 0: the default
+  bool update_tab = false;  // a volume lbscrypttab lists: its line follows the run
   bool json = false;
-  std::optional<std::string> active_name;  // online: the open volume's mapping
   bool abort = false;
 };
 
