@@ -584,36 +584,55 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   return run_with(request, state, *old_key, *new_key, &*facts, steps, std::move(warnings), online);
 }
 
+// What every resume checks before anything else, offline or online: the device is still the
+// run's, its lbscrypttab line allows the run, and the plan's facts for the state's old side.
+struct ResumeChecked {
+  MappingRequest old_request;
+  PlanFacts facts;
+};
+
+Result<ResumeChecked> resume_checked(const ReencryptRequest &request, const ReencryptState &state,
+                                     const Environment &env) {
+  if (auto r = run_device_checks(state.device, env); !r) {
+    return r.error();
+  }
+  const RunDevice where = run_device(state.device, request.sysfs);
+  if (where.key != state.device_id) {
+    return make_error(Errc::refused,
+                      fmt::format("{} is now another device (id {}, the run's is {}): give the "
+                                  "state file of this device's run",
+                                  state.device, where.key, state.device_id));
+  }
+  if (auto r = run_tab_check(request, where.identity.canonical, state.new_side); !r) {
+    return r.error();
+  }
+  ResumeChecked checked;
+  checked.old_request.device = state.device;
+  checked.old_request.offset = state.offset;
+  checked.old_request.skip = state.skip;
+  checked.old_request.size = state.data_bytes / kRunSectorBytes;
+  checked.old_request = side_request(checked.old_request, state.old_side);
+  auto facts = run_facts(request, state.device, checked.old_request, state.new_side, env);
+  if (!facts) {
+    return facts.error();
+  }
+  checked.facts = std::move(facts).value();
+  return checked;
+}
+
 Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Environment &env,
                                     const ReencryptSteps &steps) {
   auto state = read_state(request.state);
   if (!state) {
     return state.error();
   }
-  if (auto r = run_device_checks(state->device, env); !r) {
-    return r.error();
+  auto checked = resume_checked(request, *state, env);
+  if (!checked) {
+    return checked.error();
   }
-  const RunDevice where = run_device(state->device, request.sysfs);
-  if (where.key != state->device_id) {
-    return make_error(Errc::refused,
-                      fmt::format("{} is now another device (id {}, the run's is {}): give the "
-                                  "state file of this device's run",
-                                  state->device, where.key, state->device_id));
-  }
-  if (auto r = run_tab_check(request, where.identity.canonical, state->new_side); !r) {
-    return r.error();
-  }
-  MappingRequest old_request;
-  old_request.device = state->device;
-  old_request.offset = state->offset;
-  old_request.skip = state->skip;
-  old_request.size = state->data_bytes / kRunSectorBytes;
-  old_request = side_request(old_request, state->old_side);
-  auto facts = run_facts(request, state->device, old_request, state->new_side, env);
-  if (!facts) {
-    return facts.error();
-  }
-  if (auto r = run_plan_checks(*facts, nullptr); !r) {
+  const MappingRequest &old_request = checked->old_request;
+  const PlanFacts &facts = checked->facts;
+  if (auto r = run_plan_checks(facts, nullptr); !r) {
     return r.error();
   }
   if (auto r = run_tables(old_request, state->new_side, env); !r) {
@@ -725,30 +744,13 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
     return outcome;
   }
   // NAME is live again; now the checks of any resume (a refusal keeps the run).
-  if (auto r = run_device_checks(state->device, env); !r) {
-    return r.error();
+  auto checked = resume_checked(request, *state, env);
+  if (!checked) {
+    return checked.error();
   }
-  const RunDevice where = run_device(state->device, request.sysfs);
-  if (where.key != state->device_id) {
-    return make_error(Errc::refused,
-                      fmt::format("{} is now another device (id {}, the run's is {}): give the "
-                                  "state file of this device's run",
-                                  state->device, where.key, state->device_id));
-  }
-  if (auto r = run_tab_check(request, where.identity.canonical, state->new_side); !r) {
-    return r.error();
-  }
-  MappingRequest old_request;
-  old_request.device = state->device;
-  old_request.offset = state->offset;
-  old_request.skip = state->skip;
-  old_request.size = state->data_bytes / kRunSectorBytes;
-  old_request = side_request(old_request, state->old_side);
-  auto facts = run_facts(request, state->device, old_request, state->new_side, env);
-  if (!facts) {
-    return facts.error();
-  }
-  if (auto r = run_plan_checks(*facts, &*live, state->run_id); !r) {
+  const MappingRequest &old_request = checked->old_request;
+  const PlanFacts &facts = checked->facts;
+  if (auto r = run_plan_checks(facts, &*live, state->run_id); !r) {
     return r.error();
   }
   if (auto r = run_tables(old_request, state->new_side, env); !r) {
