@@ -71,6 +71,11 @@ open_as() {
 raw_sha() {
 	sha_of "$dev" "$bytes" 65536
 }
+# The first conversion makes its key verifiers at the default 200000 PBKDF2
+# iterations; the others at 1000, the fewest allowed: under emulation each
+# verifier costs about 2.5 s at the default, and every start and --resume
+# makes or checks two.
+fast=(--pbkdf-force-iterations 1000)
 # reenc ARGS...: lbscrypt reencrypt of the first $bytes of the device.
 reenc() {
 	lbscrypt -q reencrypt --cipher aes-xts-plain64 --key-size 512 --size $((bytes / 512)) "$@"
@@ -113,7 +118,7 @@ files=$(cd /mnt/reenc && sha256sum data pattern)
 umount /mnt/reenc
 lbscrypt close lbs-reenc
 what="reencrypt ext4 512 -> 4096"
-out=$(reenc --key-file "$key_a" --new-key-file "$key_c" --new-sector-size 4096 \
+out=$(reenc --key-file "$key_a" --new-key-file "$key_c" --new-sector-size 4096 "${fast[@]}" \
 	--state "$state_dir/two.state" "$dev" 2>&1) || fail "$what: $out"
 open_as lbs-reenc 4096 "$key_c" || fail "$what: open with the new parameters failed"
 e2fsck -fn /dev/mapper/lbs-reenc >/tmp/reenc.fsck 2>&1 || fail "$what: e2fsck: $(tail -3 /tmp/reenc.fsck)"
@@ -146,7 +151,7 @@ what="SIGTERM, then --resume"
 # lbscrypt itself in the background (not the reenc function: its subshell would take the signal)
 lbscrypt -q reencrypt --cipher aes-xts-plain64 --key-size 512 --size $((bytes / 512)) \
 	--key-file "$key_a" --new-key-file "$key_b" --new-sector-size "$big" --force --json \
-	--hotzone-size 1048576 --state "$state" "$dev" >/tmp/reenc.json 2>/tmp/reenc.err &
+	--hotzone-size 1048576 "${fast[@]}" --state "$state" "$dev" >/tmp/reenc.json 2>/tmp/reenc.err &
 pid=$!
 for _ in $(seq 600); do
 	grep -q done_bytes /tmp/reenc.json 2>/dev/null && break
@@ -187,7 +192,7 @@ state=$state_dir/kill.state
 what="kill -9, then --resume"
 lbscrypt -q reencrypt --cipher aes-xts-plain64 --key-size 512 --size $((bytes / 512)) \
 	--sector-size "$big" --key-file "$key_b" --new-key-file "$key_a" --new-sector-size 4096 \
-	--force --json --hotzone-size 1048576 --state "$state" "$dev" >/tmp/reenc.json 2>&1 &
+	--force --json --hotzone-size 1048576 "${fast[@]}" --state "$state" "$dev" >/tmp/reenc.json 2>&1 &
 pid=$!
 for _ in $(seq 600); do
 	[ "$(grep -c done_bytes /tmp/reenc.json 2>/dev/null)" -ge 3 ] && break
@@ -263,7 +268,7 @@ printf '# kept\n%s=4096  # the volume\nother /dev/vdz none cipher=aes-xts-plain6
 	"$line" >/etc/lbscrypttab
 chmod 0640 /etc/lbscrypttab
 out=$(reenc --sector-size 4096 --key-file "$keys/vol.key" --new-key-file "$keys/vol.key.new" \
-	--new-sector-size "$big" --force --update-tab --state "$state_dir/tab.state" "$dev" 2>&1) ||
+	--new-sector-size "$big" --force --update-tab "${fast[@]}" --state "$state_dir/tab.state" "$dev" 2>&1) ||
 	fail "$what: $out"
 printf '# kept\n%s=%s  # the volume\nother /dev/vdz none cipher=aes-xts-plain64,size=256,hash=sha256\n' \
 	"$line" "$big" >/tmp/reenc.tab

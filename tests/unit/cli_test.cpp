@@ -1027,6 +1027,23 @@ TEST_CASE("cli open and attach: the same warnings for the same volume", "[cli][t
   CHECK(cli.err.str().empty());
 }
 
+TEST_CASE("cli reencrypt: --pbkdf-force-iterations below 1000, or with --resume, is refused",
+          "[cli][reencrypt]") {
+  Cli cli;
+  CHECK(cli.run({"reencrypt", "--key-file", kKeyFile, "--new-sector-size", "4096",
+                 "--pbkdf-force-iterations", "999", "--state", "/nonexistent-lbscrypt/s.state",
+                 "/dev/ram0"}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() ==
+        "lbscrypt: --pbkdf-force-iterations 999 is below 1000: give 1000 or more\n");
+  CHECK(cli.run({"reencrypt", "--resume", "--key-file", kKeyFile, "--pbkdf-force-iterations",
+                 "5000", "--state", "/nonexistent-lbscrypt/s.state"}) ==
+        lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() ==
+        "lbscrypt: --pbkdf-force-iterations sets a new run's key verifiers; the state file "
+        "holds them: drop it with --resume\n");
+  CHECK(cli.kernel.creates == 0);
+}
+
 TEST_CASE(
     "cli tab list and attach: a volume being reencrypted is listed with a warning, and "
     "attach refuses it",

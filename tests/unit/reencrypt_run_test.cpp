@@ -273,6 +273,42 @@ TEST_CASE("reencrypt run: a stop keeps the run, --resume checks both keys, then 
   CHECK(f.registry_empty());
 }
 
+TEST_CASE("reencrypt run: the key verifiers take the iterations asked for, 1000 or more",
+          "[reencrypt]") {
+  RunFixture f;
+  f.stop_after_first = true;
+  ReencryptRequest request = f.request(false);
+  request.verifier_iterations = 1000;
+  const auto stopped = lbscrypt::reencrypt_offline(request, f.env, f.steps());
+  REQUIRE(stopped.ok());
+  const auto state = lbscrypt::read_state(f.state);
+  REQUIRE(state.ok());
+  CHECK(state->old_verifier.iterations == 1000);
+  CHECK(state->new_verifier.iterations == 1000);
+  // --resume checks the keys with the state's count (a wrong key is still refused)
+  f.stop_after_first = false;
+  f.given_new_key = 0x78;
+  const auto wrong = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().code == Errc::key);
+  f.given_new_key = f.new_key;
+  const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE(resumed.ok());
+  CHECK(f.read_new() == f.plain);
+
+  // below 1000: refused before a key is asked for or a file is made
+  RunFixture g;
+  ReencryptRequest few = g.request(false);
+  few.verifier_iterations = 999;
+  const auto refused = lbscrypt::reencrypt_offline(few, g.env, g.steps());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::invalid_argument);
+  CHECK_THAT(refused.error().message, Catch::Contains("999") && Catch::Contains("1000"));
+  CHECK(g.keys_asked == 0);
+  CHECK_FALSE(fs::exists(g.state));
+  CHECK(g.registry_empty());
+}
+
 TEST_CASE("reencrypt run: refusals before a byte is written", "[reencrypt]") {
   RunFixture f;
   const Bytes before = f.volume.raw;

@@ -55,6 +55,8 @@ struct KeyVerifier {
 };
 
 inline constexpr std::uint32_t kVerifierIterations = 200000;
+// The fewest a state file may hold (--pbkdf-force-iterations; cryptsetup's PBKDF2 minimum).
+inline constexpr std::uint32_t kVerifierMinIterations = 1000;
 
 // PBKDF2-HMAC-SHA256 (OpenSSL's libcrypto, which libcryptsetup already links).
 [[nodiscard]] Result<std::vector<std::uint8_t>> pbkdf2_sha256(std::span<const std::uint8_t> secret,

@@ -32,6 +32,8 @@ struct ReencryptRequest {
   std::filesystem::path state;
   bool resume = false;  // the parameters come from the state file
   bool force = false;   // go on without a recognised signature (the old key unproven)
+  // A new run: the PBKDF2 iterations of both key verifiers (kVerifierMinIterations or more).
+  std::uint32_t verifier_iterations = kVerifierIterations;
   // A new run: the old side as `open` takes it, the new side's words.
   MappingRequest old_mapping;
   CryptSide new_side;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "lbscrypt/crypttab.hpp"
+#include "lbscrypt/reencrypt.hpp"
 #include "lbscrypt/reencrypt_run.hpp"
 #include "output.hpp"
 #include "stop_signal.hpp"
@@ -217,6 +218,10 @@ CLI::App *add_reencrypt_command(CLI::App &app, ReencryptArgs &args, CommonFlags 
                 "end (a new key file replaces the line's key file then)");
   add_number(*cmd, "--hotzone-size", args.hotzone_bytes,
              "Bytes converted per step (default 64 MiB; the journal's size)");
+  add_number(*cmd, "--pbkdf-force-iterations", args.pbkdf_iterations,
+             fmt::format("PBKDF2 iterations of the state file's key verifiers (default {}, at "
+                         "least {})",
+                         kVerifierIterations, kVerifierMinIterations));
   cmd->add_flag("--json", args.json, "Progress and summary as JSON, a record a line");
   cmd->add_option("device", args.old_side.mapping.device, "The volume's block device");
   return cmd;
@@ -255,6 +260,18 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
     return fail(err, make_error(Errc::invalid_argument,
                                 "give the volume's device, or --active-name NAME for an open "
                                 "one (or --resume)"));
+  }
+  if (resume && args.pbkdf_iterations) {
+    return fail(err, make_error(Errc::invalid_argument,
+                                "--pbkdf-force-iterations sets a new run's key verifiers; the "
+                                "state file holds them: drop it with --resume"));
+  }
+  if (args.pbkdf_iterations && *args.pbkdf_iterations < kVerifierMinIterations) {
+    return fail(err, make_error(Errc::invalid_argument,
+                                fmt::format("--pbkdf-force-iterations {} is below {}: give {} "
+                                            "or more",
+                                            *args.pbkdf_iterations, kVerifierMinIterations,
+                                            kVerifierMinIterations)));
   }
   if (args.keep_key && (args.new_key_file || args.new_hash || args.new_key_bits)) {
     return fail(err, make_error(Errc::invalid_argument,
@@ -320,6 +337,7 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
   if (args.hotzone_bytes != 0) {
     request.hotzone_bytes = args.hotzone_bytes;
   }
+  request.verifier_iterations = args.pbkdf_iterations.value_or(kVerifierIterations);
 
   SecretBuffer old_copy;  // --keep-key: the new key is the old one
   ReencryptSteps steps;

@@ -29,6 +29,7 @@ struct ReencryptArgs {
   std::optional<std::uint32_t> new_key_bits;
   std::optional<std::uint32_t> new_sector_size;
   std::optional<std::uint32_t> new_keyfile_size;
+  std::optional<std::uint32_t> pbkdf_iterations;  // the key verifiers' (a new run)
   bool new_iv_large_sectors = false;
   bool keep_key = false;
   bool resume = false;

@@ -492,6 +492,12 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
                                   "bound): give a smaller one",
                                   request.hotzone_bytes, kMaxHotzoneBytes));
   }
+  if (request.verifier_iterations < kVerifierMinIterations) {
+    return make_error(
+        Errc::invalid_argument,
+        fmt::format("{} PBKDF2 iterations for the key verifiers is below {}: give {} or more",
+                    request.verifier_iterations, kVerifierMinIterations, kVerifierMinIterations));
+  }
   MappingRequest old_mapping = request.old_mapping;
   std::optional<LiveMapping> live;
   if (request.active_name) {
@@ -570,11 +576,11 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   }
   state.run_id = *id;
   state.started = steps.now_utc ? steps.now_utc() : std::string{};
-  auto old_verifier = make_verifier(*old_key);
+  auto old_verifier = make_verifier(*old_key, request.verifier_iterations);
   if (!old_verifier) {
     return old_verifier.error();
   }
-  auto new_verifier = make_verifier(*new_key);
+  auto new_verifier = make_verifier(*new_key, request.verifier_iterations);
   if (!new_verifier) {
     return new_verifier.error();
   }

@@ -35,7 +35,7 @@ using StatefileJson = nlohmann::json;
 
 constexpr std::size_t kStatefileSaltBytes = 32;
 constexpr std::size_t kStatefileDigestBytes = 32;
-constexpr std::uint32_t kStatefileMinIterations = 1000;
+constexpr std::uint32_t kStatefileMinIterations = kVerifierMinIterations;
 constexpr std::uint32_t kStatefileMinSector = 512;
 constexpr std::uint32_t kStatefileMaxSector = 65536;
 constexpr std::uint32_t kStatefileMaxKeyBytes = 512;
