@@ -120,13 +120,15 @@ kmod-lint: kernels
 
 # The initramfs-tools hook and boot script (tools/initramfs/), from the tool's
 # package, run by Debian's mkinitramfs for a Debian kernel, the refusal without the module, and a boot
-# whose root is on an lbscrypt volume opened by the image (tests/initramfs-check).
+# whose root is on an lbscrypt volume opened by the image, a volume mid-way through
+# lbscrypt reencrypt refused there (tests/initramfs-check).
 initramfs-check: kernels deb
 	@tests/initramfs-check
 
 # Volumes of /etc/lbscrypttab opened at boot by Debian's systemd as PID 1 on
 # arm64-64k (tests/systemd-check): a key file at sector size 65536, a passphrase
-# answered by a password agent, a wrong key with check= and nofail; the disks read
+# answered by a password agent, a wrong key with check= and nofail, a volume mid-way
+# through lbscrypt reencrypt refused by its unit; the disks read
 # back on the host after the shutdown. Logs in build/systemd-check/.
 systemd-check: deps deb
 	@tests/systemd-check

@@ -3,9 +3,11 @@
 #
 # systemd-boot.sh TOKEN LONG-NAME: the guest half of tests/systemd-check, run by the
 # systemd rootfs's lbs-command.service once multi-user.target is reached
-# (qemu/run --init systemd). The host made six disks and this guest's
+# (qemu/run --init systemd). The host made seven disks and this guest's
 # /etc/lbscrypttab, /etc/fstab, key files and password agent (see
-# tests/systemd-check); each volume's filesystem holds /token, "VOLUME TOKEN".
+# tests/systemd-check); each volume's filesystem holds /token, "VOLUME TOKEN",
+# but lbsmidway's disk, mid-way through lbscrypt reencrypt (its registry entry
+# filed by lbs-midway.service), which must be refused.
 # Checks what the boot left, one line per check; then writes /written to lbsdata
 # (the host reads it back after the shutdown) and stops lbspass by hand.
 #
@@ -138,9 +140,9 @@ fi
 state=$(timeout 180 systemctl is-system-running --wait || true)
 failed_units=$(systemctl list-units --failed --plain --no-legend | awk '{ print $1 }' | tr '\n' ' ' || true)
 echo "   system state '$state'; failed units: ${failed_units:-none}"
-check "the one failed unit is lbscrypt@lbswrong.service (failed: ${failed_units:-none})" \
-	[ "$failed_units" = "lbscrypt@lbswrong.service " ]
-check "the system is 'degraded' by that failure alone (is-system-running: $state)" [ "$state" = degraded ]
+check "the failed units are lbscrypt@lbsmidway.service and lbscrypt@lbswrong.service (failed: ${failed_units:-none})" \
+	[ "$failed_units" = "lbscrypt@lbsmidway.service lbscrypt@lbswrong.service " ]
+check "the system is 'degraded' by those failures alone (is-system-running: $state)" [ "$state" = degraded ]
 modules
 
 volume lbsdata 65536 /srv/data
@@ -191,6 +193,37 @@ check "its mapping is gone" [ "$rc" = 1 ]
 rc=0
 findmnt /srv/wrong >/dev/null || rc=1
 check "/srv/wrong (nofail) is not mounted (srv-wrong.mount: $(systemctl is-active srv-wrong.mount || true))" [ "$rc" = 1 ]
+
+# --- a volume mid-way through lbscrypt reencrypt: the generator makes its
+# unit, attach refuses it naming the run, the boot goes on (the other volumes
+# were checked above)
+unit=lbscrypt@lbsmidway.service
+midway_state=/var/lib/lbscrypt/lbsmidway.state
+filed=$(journalctl -b -o cat -u lbs-midway.service 2>&1 | grep '^lbs-midway: filed' || true)
+echo "   lbs-midway.service: ${filed:-nothing filed}"
+entered=$(prop lbs-midway.service ActiveEnterTimestampMonotonic)
+started=$(prop "$unit" InactiveExitTimestampMonotonic)
+rc=1
+if [ -n "$filed" ] && [ "$entered" -gt 0 ] && [ "$entered" -le "$started" ]; then rc=0; fi
+verdict "lbs-midway.service filed the registry entry (at $entered us) before $unit started (at $started us)" "$rc"
+check "$unit was made by the generator ($(prop "$unit" FragmentPath))" \
+	[ "$(prop "$unit" FragmentPath)" = "/run/systemd/generator/$unit" ]
+check "$unit failed ($(systemctl is-failed "$unit" || true))" [ "$(systemctl is-failed "$unit" || true)" = failed ]
+msg=$(journalctl -b -o cat -u "$unit" 2>&1 | grep 'is being reencrypted' || true)
+echo "   $unit's journal: $msg"
+want="lbscrypt: /dev/disk/by-id/virtio-lbsmidway is being reencrypted (state $midway_state): finish with 'lbscrypt reencrypt --resume --state $midway_state ...' before opening it"
+check "its journal has attach's refusal, naming the state file and the command to finish" [ "$msg" = "$want" ]
+rc=0
+dmsetup info lbsmidway >/dev/null 2>&1 || rc=1
+check "it made no mapping" [ "$rc" = 1 ]
+# the entry was filed after the generator ran: run it again with the entry in
+# place, as after a reboot mid-way; it writes the same unit
+gen=$(mktemp -d)
+rc=0
+/usr/lib/systemd/system-generators/lbscrypt-generator "$gen" "$gen" "$gen" 2>"$gen.err" || rc=$?
+check "the generator run again with the entry in place exits 0 ($rc: $(cat "$gen.err"))" [ "$rc" = 0 ]
+check "and writes the same $unit as at boot" cmp -s "$gen/$unit" "/run/systemd/generator/$unit"
+rm -rf "$gen" "$gen.err"
 
 # --- a write for the host to read back after the shutdown, and a stop by hand
 echo "written through lbsdata $token" >/srv/data/written
