@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # DESCRIPTION: host-managed zoned devices through stock and ours
 # BOOT: both
-# KERNELS: all -arm64-16k -arm64-4k
-#   the same 6.12 runs it on arm64-64k and amd64-4k
+# KERNELS: arm64-4k-6.1 amd64-4k arm64-64k-7.3
+#   6.1's zone code, 6.12's on amd64-4k, 7.3's with 64K pages (sector sizes
+#   up to 65536): arm64-64k's lane, the longest, runs the same 6.12 as amd64-4k
 # FULL-KERNELS: all
 # LIMIT: 300 ~60 s; stock's inline waits for the engine, ~60 s more
 # NEEDS: null_blk engine
