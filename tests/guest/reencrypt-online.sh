@@ -2,8 +2,7 @@
 # DESCRIPTION: lbscrypt reencrypt online: a mounted 64K-block ext4 with fio writing moves 4096 -> 65536 and a new key
 # BOOT: lbscrypt
 # KERNELS: none
-#   online mode is refused unless LBSCRYPT_EXPERIMENTAL_ONLINE=1 until this test
-#   has passed repeatedly; make check-full runs it meanwhile
+#   ~150 s, past reencrypt's share of the cold make check: make check-full runs it
 # FULL-KERNELS: arm64-64k
 # LIMIT: 240 ~150 s under emulation: two conversions of 64 MiB with fio beside them
 # NEEDS: tool
@@ -34,8 +33,6 @@ set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-# online mode is refused until this test has passed on a real kernel
-export LBSCRYPT_EXPERIMENTAL_ONLINE=1
 dev=/dev/ram0
 name="lbs-online"
 mnt=/mnt/online
