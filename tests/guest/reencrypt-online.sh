@@ -2,10 +2,10 @@
 # DESCRIPTION: lbscrypt reencrypt online: a mounted 64K-block ext4 with fio writing moves 4096 -> 65536 and a new key
 # BOOT: lbscrypt
 # KERNELS: none
-#   online mode is refused unless LBSCRYPT_EXPERIMENTAL_ONLINE=1 until this test
-#   has passed repeatedly; make check-full runs it meanwhile
+#   65-95 s of a 64K guest's time: make check-full runs it, make check's
+#   reencrypt share goes to reencrypt.sh
 # FULL-KERNELS: arm64-64k
-# LIMIT: 240 ~150 s under emulation: two conversions of 64 MiB with fio beside them
+# LIMIT: 240 65-95 s under emulation: two conversions of 64 MiB with fio beside them, one killed
 # NEEDS: tool
 # ORDER: 331
 #
@@ -28,12 +28,12 @@
 # - kill -9 while the mapping is suspended (its filesystem frozen: a write to it
 #   waits), then --resume --active-name: the waiting write completes, the run
 #   finishes (key B -> key C, sector size kept), e2fsck clean, files intact.
+#   No timing: the run is held where the kill must land by holding I/O it does
+#   (the state filesystem frozen, its private mappings suspended; see the case).
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-# online mode is refused until this test has passed on a real kernel
-export LBSCRYPT_EXPERIMENTAL_ONLINE=1
 dev=/dev/ram0
 name="lbs-online"
 mnt=/mnt/online
@@ -203,30 +203,128 @@ mount "/dev/mapper/$name" "$mnt" || fail "$what: mount with the new parameters f
 [ "$(files_sha)" = "$files" ] || fail "$what: the files differ after reopening"
 ok "$what: fio verified, e2fsck clean, the files read back, also after reopening"
 
-# 3. kill -9 while suspended, then --resume
+# 3. kill -9 while suspended, then --resume. No timing: the run is stopped at
+# chosen points by holding I/O it must do. The tool makes its private mappings
+# lbscrypt-reenc-<id>-old (read only in a hotzone's read_old) and -new (written
+# only in write_new) before it creates its journal on the state filesystem, and
+# a hotzone's order is: suspend NAME, journal the old ciphertext (state fs),
+# read_old, write_new, flush, the completed record (state fs), NAME switched
+# and resumed, the journal's copy wiped (state fs). So: the state filesystem
+# frozen before the run starts holds it before its first hotzone, after both
+# mappings exist; -new suspended then holds hotzone 0 in write_new; -old
+# suspended, -new resumed, it finishes hotzone 0 (NAME gets its two-line table)
+# and stops in hotzone 1's read_old, NAME suspended. It cannot leave that read
+# until -old resumes: the kill -9 comes there, and takes effect then.
 what="kill -9 while suspended, then --resume"
 state=$state_dir/kill.state
+kill_pid=""
+# kill_cleanup: after a failure, nothing left held (a held mapping or a frozen
+# filesystem would hang the other cleanups). Safe to run twice.
+kill_cleanup() {
+	local m
+	[ -z "$kill_pid" ] || kill -KILL "$kill_pid" 2>/dev/null || true
+	for m in $(dmsetup ls 2>/dev/null | awk '/^lbscrypt-reenc-/ { print $1 }'); do
+		dmsetup resume "$m" 2>/dev/null || true
+	done
+	fsfreeze -u "$state_dir" 2>/dev/null || true
+	[ -z "$kill_pid" ] || wait "$kill_pid" 2>/dev/null || true
+	! suspended || dmsetup resume "$name" 2>/dev/null || true
+}
+on_exit kill_cleanup
+# tool_alive: the run's process has not ended (a zombie has).
+tool_alive() {
+	[ -r "/proc/$kill_pid/stat" ] && [ "$(awk '{ print $3 }' "/proc/$kill_pid/stat")" != Z ]
+}
+# wait_until WHAT CMD...: CMD true within 60 s, the run still alive meanwhile.
+wait_until() {
+	local what=$1
+	shift
+	for _ in $(seq 600); do
+		"$@" && return 0
+		tool_alive || fail "$what: the run ended first ($(cat /tmp/online-kill.log))"
+		sleep 0.1
+	done
+	fail "$what: not within 60 s; the run is in: $(cat "/proc/$kill_pid/syscall" 2>/dev/null) $(head -3 "/proc/$kill_pid/stack" 2>/dev/null | tr '\n' ' ')"
+}
+# private SIDE: the run's private mapping of SIDE (old or new), if it exists.
+private() {
+	dmsetup ls 2>/dev/null | awk -v s="-$1" '/^lbscrypt-reenc-/ && substr($1, length($1) - length(s) + 1) == s { print $1 }'
+}
+# both_private: both exist with their tables live (the run has made them whole:
+# a suspend before that would be undone by the run's own resume).
+both_private() {
+	local side m
+	for side in old new; do
+		m=$(private "$side")
+		[ -n "$m" ] || return 1
+		[[ $(dmsetup info "$m" 2>/dev/null) == *"Tables present:"*LIVE* ]] || return 1
+	done
+}
+# fd_on MAPPING: the run's file descriptor open on MAPPING's device node.
+fd_on() {
+	local want fd
+	want=$(dmsetup info -c --noheadings -o major,minor --separator ' ' "$1" | awk '{ printf "%x:%x\n", $1, $2 }')
+	for fd in "/proc/$kill_pid/fd/"*; do
+		if [ "$(stat -L -c '%t:%T' "$fd" 2>/dev/null)" = "$want" ]; then
+			printf '%s\n' "${fd##*/}"
+			return 0
+		fi
+	done
+	return 1
+}
+# in_io_on MAPPING: the run is in a system call on its descriptor of MAPPING
+# (/proc/PID/syscall: the call's number, then its arguments, the first the fd).
+# The run uses its -old descriptor only to read a hotzone and its -new one only
+# to write and flush it, so with MAPPING suspended this is the call that waits.
+in_io_on() {
+	local fd nr arg0
+	fd=$(fd_on "$1") || return 1
+	read -r nr arg0 _ <"/proc/$kill_pid/syscall" || return 1
+	[ "$nr" != running ] && [ "$nr" != -1 ] && [ -n "$arg0" ] && [ "$((arg0))" = "$fd" ]
+}
+table_lines() {
+	table | wc -l
+}
+
+fsfreeze -f "$state_dir" || fail "$what: fsfreeze -f $state_dir failed"
 lbscrypt -q reencrypt --active-name "$name" --cipher aes-xts-plain64 --key-size 512 \
 	--sector-size 65536 --key-file "$key_b" --new-key-file "$key_c" \
 	--hotzone-size $((16 << 20)) --state "$state" >/tmp/online-kill.log 2>&1 &
-pid=$!
-caught=0
-for _ in $(seq 3000); do
-	if [ -f "$state" ] && suspended; then
-		kill -KILL "$pid"
-		caught=1
-		break
-	fi
-	kill -0 "$pid" 2>/dev/null || break
-done
-wait "$pid" || true
-[ "$caught" = 1 ] || fail "$what: the run was never seen suspended ($(cat /tmp/online-kill.log))"
+kill_pid=$!
+wait_until "$what: the private mappings while the state filesystem is frozen" both_private
+old_map=$(private old)
+new_map=$(private new)
+[ ! -e "$state" ] || fail "$what: the state file was written on the frozen filesystem"
+! suspended || fail "$what: $name is suspended before the run's first journal write"
+dmsetup suspend "$new_map" || fail "$what: dmsetup suspend $new_map failed"
+fsfreeze -u "$state_dir" || fail "$what: fsfreeze -u $state_dir failed"
+ok "$what: the run made $old_map and $new_map and waited on the frozen state filesystem; $new_map suspended, the filesystem thawed"
+wait_until "$what: hotzone 0 waiting to write through $new_map" in_io_on "$new_map"
+suspended || fail "$what: hotzone 0 writes through $new_map but $name is not suspended"
+[ "$(table_lines)" = 1 ] || fail "$what: in hotzone 0 the table has $(table_lines) lines"
+dmsetup suspend "$old_map" || fail "$what: dmsetup suspend $old_map failed"
+dmsetup resume "$new_map" || fail "$what: dmsetup resume $new_map failed"
+ok "$what: hotzone 0 held in its write through $new_map, $name suspended with its one old line; $old_map suspended, $new_map resumed"
+wait_until "$what: hotzone 1 waiting to read through $old_map" in_io_on "$old_map"
+suspended || fail "$what: hotzone 1 reads through $old_map but $name is not suspended"
+[ "$(table_lines)" = 2 ] || fail "$what: in hotzone 1 the table has $(table_lines) lines, not 2 (hotzone 0 done, the rest old)"
+ok "$what: hotzone 1 held in its read through $old_map, $name suspended with the two-line table of position $((16 << 20))"
+kill -KILL "$kill_pid"
+st=$(awk '{ print $3 }' "/proc/$kill_pid/stat" 2>/dev/null || echo gone)
+dmsetup resume "$old_map" || fail "$what: dmsetup resume $old_map failed"
+rc=0
+wait "$kill_pid" || rc=$?
+kill_pid=""
+[ "$rc" = 137 ] || fail "$what: the run exited $rc, not 137 (killed): $(cat /tmp/online-kill.log)"
+[ -e "$state" ] || fail "$what: no state file after the kill"
 suspended || fail "$what: the mapping is not suspended after the kill"
+[ "$(table_lines)" = 2 ] || fail "$what: the table has $(table_lines) lines after the kill"
+ok "$what: killed in hotzone 1 (process state $st when the signal came; it ended, status 137, once $old_map resumed); $name stays suspended"
 touch "$mnt/after-kill" &
 writer=$!
 sleep 1
 kill -0 "$writer" 2>/dev/null || fail "$what: a write to the frozen filesystem did not wait"
-ok "$what: killed while suspended; a write to the filesystem waits"
+ok "$what: a write to the filesystem waits"
 out=$(lbscrypt -q reencrypt --resume --active-name "$name" --state "$state" \
 	--key-file "$key_b" --new-key-file "$key_c" 2>&1) || fail "$what: --resume failed: $out"
 for _ in $(seq 50); do
@@ -235,12 +333,16 @@ for _ in $(seq 50); do
 done
 ! kill -0 "$writer" 2>/dev/null || fail "$what: the waiting write did not complete after --resume"
 wait "$writer" || fail "$what: the waiting write failed"
-[ "$(table | wc -l)" = 1 ] || fail "$what: the table has $(table | wc -l) lines after --resume"
+! suspended || fail "$what: $name is suspended after --resume"
+[ "$(table_lines)" = 1 ] || fail "$what: the table has $(table_lines) lines after --resume"
 read -r _ _ _ _ t_key _ <<<"$(table)"
 [ "$t_key" = "$(hex_of "$key_c")" ] || fail "$what: the table's key is not key C"
 [ ! -e "$state" ] || fail "$what: the state is left"
+[ -z "$(ls -A "$registry" 2>/dev/null)" ] || fail "$what: a registry entry is left"
+! dmsetup ls | grep -q lbscrypt-reenc || fail "$what: a private mapping is left: $(dmsetup ls)"
+[ -e "$mnt/after-kill" ] || fail "$what: the file the waiting write made is missing"
 [ "$(files_sha)" = "$files" ] || fail "$what: the files differ"
 umount "$mnt"
 e2fsck -fn "/dev/mapper/$name" >/tmp/online.fsck 2>&1 || fail "$what: e2fsck: $(tail -3 /tmp/online.fsck)"
 lbscrypt close "$name"
-ok "$what: the waiting write completed, the run finished with key C, e2fsck clean, files intact"
+ok "$what: the waiting write completed, the run finished with key C (one line, no private mapping, no state or registry entry), e2fsck clean, files intact"

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -131,12 +132,15 @@ struct Cli {
     services.installed_tool = "/usr/sbin/lbscrypt";
     services.attach.key_file_mode = [](const std::string &) { return std::optional(0100400U); };
     services.reencrypt_registry = registry;
+    services.reencrypt = reencrypt;
     return lbscrypt::cli::run(args, out, err, services);
   }
   std::map<std::string, std::string> files;  // what read_file finds
   // The registry of reencrypt runs open, attach and tab list consult: none unless a test
   // gives one (the machine's own is never read).
   std::optional<std::filesystem::path> registry;
+  // reencrypt's I/O and probe: none unless a test gives them.
+  lbscrypt::cli::ReencryptServices reencrypt;
 };
 
 }  // namespace
@@ -1096,4 +1100,35 @@ TEST_CASE(
   CHECK_THAT(
       cli.err.str(),
       Catch::StartsWith("lbscrypt: " + (registry / "wwid-torn.json").string() + ": not JSON ("));
+}
+
+TEST_CASE("cli reencrypt --active-name: online mode needs no environment variable",
+          "[cli][reencrypt]") {
+  // Online mode was refused unless LBSCRYPT_EXPERIMENTAL_ONLINE=1 until its guest test
+  // (tests/guest/reencrypt-online.sh) had passed on a kernel. Now the command goes to the live
+  // mapping and checks it against the parameters given: lbscrypt.rst, "Online": a difference
+  // is refused naming the field and both values, before a byte is written.
+  REQUIRE(std::getenv("LBSCRYPT_EXPERIMENTAL_ONLINE") == nullptr);
+  Cli cli;
+  cli.reencrypt.make_io = [](lbscrypt::Kernel &, const std::string &) {
+    return [](const lbscrypt::ReencryptState &, const lbscrypt::SecretBuffer &,
+              const lbscrypt::SecretBuffer &)
+               -> lbscrypt::Result<std::unique_ptr<lbscrypt::DeviceReencryptIo>> {
+      return lbscrypt::make_error(lbscrypt::Errc::kernel, "no private mappings in this test");
+    };
+  };
+  cli.reencrypt.make_prober = [] { return std::unique_ptr<lbscrypt::FilesystemProber>{}; };
+  const lbscrypt::test::TempDir dir;
+  const std::string state = (dir.path / "vol.state").string();
+  REQUIRE(cli.run({"open", "--key-file", kKeyFile, "--sector-size", "4096", "/dev/ram0", "vol"}) ==
+          0);
+  const auto creates = cli.kernel.creates;
+  CHECK(cli.run({"reencrypt", "--active-name", "vol", "--key-file", kKeyFile, "--sector-size",
+                 "512", "--new-key-file", kKeyFile, "--new-sector-size", "4096", "--state",
+                 state}) == lbscrypt::cli::kExitInvalid);
+  CHECK(cli.err.str() ==
+        "lbscrypt: the active mapping vol has sector size 4096, not the 512 given: give the "
+        "parameters vol was opened with (nothing was written)\n");
+  CHECK(cli.kernel.creates == creates);
+  CHECK(!std::filesystem::exists(state));
 }

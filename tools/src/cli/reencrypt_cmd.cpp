@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <ostream>
 #include <utility>
 
@@ -235,14 +234,6 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
     return fail(err, make_error(Errc::invalid_argument,
                                 "--assume-version and --assume-page-size are for table and "
                                 "check; reencrypt always asks the running kernel"));
-  }
-  // Online mode is unit-tested on a fake kernel but not yet run against a real one (the guest
-  // test tests/guest/reencrypt-online.sh sets the variable): refused until it has been.
-  if (args.active_name && std::getenv("LBSCRYPT_EXPERIMENTAL_ONLINE") == nullptr) {
-    return fail(err, make_error(Errc::refused,
-                                "online reencrypt (--active-name) is not yet verified on a real "
-                                "kernel: unmount and close the volume and reencrypt it offline "
-                                "(LBSCRYPT_EXPERIMENTAL_ONLINE=1 lifts this, for its tests)"));
   }
   const bool device_given = !args.old_side.mapping.device.empty();
   const bool resume = args.resume || args.abort;
