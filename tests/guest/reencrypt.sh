@@ -30,7 +30,10 @@
 # - --update-tab: a listed volume (a key file) to the largest sector and a new
 #   key file: its line has the new sector-size=, every other byte and the
 #   file's mode kept, the new key file replaced the line's, the data reads
-#   back through the line's parameters.
+#   back through the line's parameters;
+# - a run on a dm device stopped, the device made again under another name
+#   (same uuid, as after a reboot): --resume finds it by its stable id and
+#   finishes; the data reads back with the new key.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -282,3 +285,46 @@ open_as lbs-reenc "$big" "$keys/vol.key" || fail "$what: open with the line's pa
 [ "$(sha_of /dev/mapper/lbs-reenc "$bytes" 65536)" = "$want" ] || fail "$what: the data differs"
 lbscrypt close lbs-reenc
 ok "$what: the line has sector-size=$big, its key file the new key, mode 640; the data reads back"
+rm -f /etc/lbscrypttab
+
+# 7. after a "reboot" the run's device has another name: --resume finds it by
+# its stable id (a dm device's uuid), not by the path the run recorded. The
+# device holds what section 6 left: read with key A at 512 it is some
+# plaintext, which key B at 512 must read the same after the run.
+what="--resume of a device that came back under another name"
+on_exit dm_remove lbs-reloc-chk
+on_exit dm_remove lbs-reloc-b
+on_exit dm_remove lbs-reloc-a
+# plain512_sha KEYFILE: the sha256 of the first $bytes read with KEYFILE at 512
+plain512_sha() {
+	dmsetup create lbs-reloc-chk --table "0 $((bytes / 512)) crypt aes-xts-plain64 $(od -An -v -tx1 "$1" | tr -d ' \n') 0 $dev 0" ||
+		fail "$what: a table over $dev was refused: $(ti_error)"
+	sha_of /dev/mapper/lbs-reloc-chk "$bytes" 65536
+	dm_remove lbs-reloc-chk
+}
+want=$(plain512_sha "$key_a")
+dmsetup create lbs-reloc-a --uuid LBS-RELOC --table "0 $((bytes / 512)) linear $dev 0" ||
+	fail "$what: the linear device was refused: $(ti_error)"
+state=$state_dir/reloc.state
+lbscrypt -q reencrypt --cipher aes-xts-plain64 --key-size 512 --size $((bytes / 512)) \
+	--key-file "$key_a" --new-key-file "$key_b" --force --json --hotzone-size 1048576 "${fast[@]}" \
+	--state "$state" /dev/mapper/lbs-reloc-a >/tmp/reenc.json 2>/tmp/reenc.err &
+pid=$!
+for _ in $(seq 600); do
+	grep -q done_bytes /tmp/reenc.json 2>/dev/null && break
+	sleep 0.1
+done
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[ "$rc" = 143 ] || fail "$what: exit $rc after SIGTERM, not 143 (stderr: $(cat /tmp/reenc.err))"
+[ -f "$state" ] || fail "$what: no state after the stop"
+dmsetup remove lbs-reloc-a || fail "$what: lbs-reloc-a did not go"
+dmsetup create lbs-reloc-b --uuid LBS-RELOC --table "0 $((bytes / 512)) linear $dev 0" ||
+	fail "$what: the linear device under its new name was refused: $(ti_error)"
+out=$(lbscrypt -q reencrypt --resume --state "$state" --key-file "$key_a" \
+	--new-key-file "$key_b" 2>&1) || fail "$what: --resume failed: $out"
+{ [ ! -e "$state" ] && [ -z "$(ls -A "$registry" 2>/dev/null)" ]; } || fail "$what: state or registry left"
+dm_remove lbs-reloc-b
+[ "$(plain512_sha "$key_b")" = "$want" ] || fail "$what: the data read with key B differs"
+ok "$what: found again by its uuid (lbs-reloc-a gone, lbs-reloc-b made), --resume finished, the data reads back"

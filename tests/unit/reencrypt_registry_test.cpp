@@ -117,6 +117,29 @@ TEST_CASE("registry: stable ids from sysfs", "[reencrypt][registry]") {
   CHECK_FALSE(stable_device_id("/nonexistent-sysfs", DevNumber{8, 16}).has_value());
 }
 
+TEST_CASE("registry: a device found again by its stable id", "[reencrypt][registry]") {
+  const lbscrypt::test::FakeSysfs sys;
+  using lbscrypt::find_device_by_stable_id;
+  CHECK(find_device_by_stable_id(sys.root, "wwid-naa.5000c500a1b2c3d4") == "/dev/sdb");
+  CHECK(find_device_by_stable_id(sys.root, "wwid-naa.5000c500a1b2c3d4-part2") == "/dev/sdb2");
+  CHECK(find_device_by_stable_id(sys.root, "dm-uuid-CRYPT-PLAIN-vol") == "/dev/dm-0");
+  CHECK(find_device_by_stable_id(sys.root, "dm-name-plain") == "/dev/dm-1");
+  CHECK(find_device_by_stable_id(sys.root, "wwid-eui.0025388b91b1c5e3-part2") == "/dev/nvme0n1p2");
+  // no device has it; keys that are no stable id are never looked for
+  CHECK_FALSE(find_device_by_stable_id(sys.root, "wwid-naa.0000000000000000").has_value());
+  CHECK_FALSE(find_device_by_stable_id(sys.root, "devt-7:0").has_value());
+  CHECK_FALSE(find_device_by_stable_id(sys.root, "path-/srv/disk.img").has_value());
+  CHECK_FALSE(find_device_by_stable_id("/nonexistent-sysfs", "dm-name-plain").has_value());
+  // two devices with one id (a multipath disk's paths): neither is taken
+  const auto sdd = sys.device("pci0/host2/block/sdd", "8:48");
+  lbscrypt::test::FakeSysfs::write(sdd / "device" / "wwid", "naa.5000c500a1b2c3d4\n");
+  CHECK_FALSE(find_device_by_stable_id(sys.root, "wwid-naa.5000c500a1b2c3d4").has_value());
+  // a kernel name with "!" is a path under /dev
+  const auto cciss = sys.device("pci2/cciss!c0d0", "104:0");
+  lbscrypt::test::FakeSysfs::write(cciss / "device" / "wwid", "naa.600508b1001c\n");
+  CHECK(find_device_by_stable_id(sys.root, "wwid-naa.600508b1001c") == "/dev/cciss/c0d0");
+}
+
 TEST_CASE("registry: keys, and which survive a reboot", "[reencrypt][registry]") {
   DeviceIdentity disk{"/dev/sdb", DevNumber{8, 16}, "wwid-x"};
   CHECK(lbscrypt::registry_key(disk) == "wwid-x");

@@ -52,6 +52,12 @@ struct DeviceIdentity {
   std::optional<std::string> stable_id;  // stable_device_id()
 };
 
+// The block device whose stable_device_id() is `id` now, as "/dev/NAME" (NAME its directory's
+// name under sysfs, "!" read as "/"); nullopt when no device has it, or more than one (the
+// paths of a multipath disk), or `id` is not one stable_device_id() gives.
+[[nodiscard]] std::optional<std::string> find_device_by_stable_id(
+    const std::filesystem::path &sysfs, std::string_view id);
+
 // Looks the path up (stat and sysfs). A path that does not exist, or is no block device, has
 // only its canonical path.
 [[nodiscard]] DeviceIdentity identify_device(const std::string &path,

@@ -293,6 +293,34 @@ std::optional<std::string> stable_device_id(const std::filesystem::path &sysfs, 
   return registry_id_of(dir);
 }
 
+std::optional<std::string> find_device_by_stable_id(const std::filesystem::path &sysfs,
+                                                    std::string_view id) {
+  if (!registry_key_survives_reboot(id) || id.starts_with("path-")) {
+    return std::nullopt;
+  }
+  std::error_code ec;
+  std::filesystem::directory_iterator entry(sysfs / "dev" / "block", ec);
+  std::optional<std::string> found;
+  for (; !ec && entry != std::filesystem::directory_iterator(); entry.increment(ec)) {
+    std::error_code link_error;
+    const auto dir = std::filesystem::canonical(entry->path(), link_error);
+    if (link_error) {
+      continue;
+    }
+    const auto got = registry_id_of(dir);
+    if (!got || *got != id) {
+      continue;
+    }
+    if (found) {
+      return std::nullopt;  // two devices say the same: neither is taken for the run's
+    }
+    std::string name = dir.filename().string();
+    std::replace(name.begin(), name.end(), '!', '/');
+    found = "/dev/" + name;
+  }
+  return found;
+}
+
 DeviceIdentity identify_device(const std::string &path, const std::filesystem::path &sysfs) {
   DeviceIdentity identity;
   std::error_code ec;

@@ -590,6 +590,19 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   return run_with(request, state, *old_key, *new_key, &*facts, steps, std::move(warnings), online);
 }
 
+// A resume after a reboot: the path the run recorded may name another device now, or none
+// (sdb became sdc, an LVM volume another dm-N). When the run's key is a stable id and the path
+// no longer has it, the device that has it now is the run's (the state file keeps the path
+// it recorded: every resume looks again).
+void locate_run_device(ReencryptState &state, const std::filesystem::path &sysfs) {
+  if (run_device(state.device, sysfs).key == state.device_id) {
+    return;
+  }
+  if (auto moved = find_device_by_stable_id(sysfs, state.device_id)) {
+    state.device = std::move(moved).value();
+  }
+}
+
 // What every resume checks before anything else, offline or online: the device is still the
 // run's, its lbscrypttab line allows the run, and the plan's facts for the state's old side.
 struct ResumeChecked {
@@ -605,8 +618,9 @@ Result<ResumeChecked> resume_checked(const ReencryptRequest &request, const Reen
   const RunDevice where = run_device(state.device, request.sysfs);
   if (where.key != state.device_id) {
     return make_error(Errc::refused,
-                      fmt::format("{} is now another device (id {}, the run's is {}): give the "
-                                  "state file of this device's run",
+                      fmt::format("{} is now another device (id {}, the run's is {}) and no "
+                                  "device has the run's id: connect the run's device, or give "
+                                  "the state file of this device's run",
                                   state.device, where.key, state.device_id));
   }
   if (auto r = run_tab_check(request, where.identity.canonical, state.new_side); !r) {
@@ -632,6 +646,7 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
   if (!state) {
     return state.error();
   }
+  locate_run_device(*state, request.sysfs);
   auto checked = resume_checked(request, *state, env);
   if (!checked) {
     return checked.error();
@@ -683,6 +698,7 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!state) {
     return state.error();
   }
+  locate_run_device(*state, request.sysfs);
   auto live = read_live_mapping(*env.kernel, *request.active_name, env.target_type);
   if (!live) {
     return live.error();
