@@ -79,6 +79,19 @@ raw_sha() {
 # verifier costs about 2.5 s at the default, and every start and --resume
 # makes or checks two.
 fast=(--pbkdf-force-iterations 1000)
+# stop_after_first PID: SIGTERM to the run started in the background (its
+# JSON in /tmp/reenc.json, its stderr in /tmp/reenc.err) once it has done a
+# hotzone; it must exit 143
+stop_after_first() {
+	local pid=$1 rc=0
+	for _ in $(seq 600); do
+		grep -q done_bytes /tmp/reenc.json 2>/dev/null && break
+		sleep 0.1
+	done
+	kill -TERM "$pid"
+	wait "$pid" || rc=$?
+	[ "$rc" = 143 ] || fail "$what: exit $rc after SIGTERM, not 143 (stderr: $(cat /tmp/reenc.err))"
+}
 # reenc ARGS...: lbscrypt reencrypt of the first $bytes of the device.
 reenc() {
 	lbscrypt -q reencrypt --cipher aes-xts-plain64 --key-size 512 --size $((bytes / 512)) "$@"
@@ -155,15 +168,7 @@ what="SIGTERM, then --resume"
 lbscrypt -q reencrypt --cipher aes-xts-plain64 --key-size 512 --size $((bytes / 512)) \
 	--key-file "$key_a" --new-key-file "$key_b" --new-sector-size "$big" --force --json \
 	--hotzone-size 1048576 "${fast[@]}" --state "$state" "$dev" >/tmp/reenc.json 2>/tmp/reenc.err &
-pid=$!
-for _ in $(seq 600); do
-	grep -q done_bytes /tmp/reenc.json 2>/dev/null && break
-	sleep 0.1
-done
-kill -TERM "$pid"
-rc=0
-wait "$pid" || rc=$?
-[ "$rc" = 143 ] || fail "$what: exit $rc after SIGTERM, not 143 (stderr: $(cat /tmp/reenc.err))"
+stop_after_first $!
 { [ -f "$state" ] && [ -f "$state.journal" ]; } || fail "$what: the state or its journal is gone"
 [ -n "$(ls -A "$registry" 2>/dev/null)" ] || fail "$what: no registry entry"
 ! dmsetup ls | grep -q lbscrypt-reenc || fail "$what: a private mapping is left: $(dmsetup ls)"
@@ -309,15 +314,7 @@ state=$state_dir/reloc.state
 lbscrypt -q reencrypt --cipher aes-xts-plain64 --key-size 512 --size $((bytes / 512)) \
 	--key-file "$key_a" --new-key-file "$key_b" --force --json --hotzone-size 1048576 "${fast[@]}" \
 	--state "$state" /dev/mapper/lbs-reloc-a >/tmp/reenc.json 2>/tmp/reenc.err &
-pid=$!
-for _ in $(seq 600); do
-	grep -q done_bytes /tmp/reenc.json 2>/dev/null && break
-	sleep 0.1
-done
-kill -TERM "$pid"
-rc=0
-wait "$pid" || rc=$?
-[ "$rc" = 143 ] || fail "$what: exit $rc after SIGTERM, not 143 (stderr: $(cat /tmp/reenc.err))"
+stop_after_first $!
 [ -f "$state" ] || fail "$what: no state after the stop"
 dmsetup remove lbs-reloc-a || fail "$what: lbs-reloc-a did not go"
 dmsetup create lbs-reloc-b --uuid LBS-RELOC --table "0 $((bytes / 512)) linear $dev 0" ||
