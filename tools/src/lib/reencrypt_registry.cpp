@@ -318,6 +318,9 @@ std::optional<std::string> find_device_by_stable_id(const std::filesystem::path 
     std::replace(name.begin(), name.end(), '!', '/');
     found = "/dev/" + name;
   }
+  if (ec) {
+    return std::nullopt;  // not every device was seen: a second with the id may be among them
+  }
   return found;
 }
 
