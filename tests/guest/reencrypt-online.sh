@@ -3,7 +3,7 @@
 # BOOT: lbscrypt
 # KERNELS: none
 #   65-95 s of a 64K guest's time: make check-full runs it, make check's
-#   reencrypt share goes to reencrypt.sh
+#   reencrypt share goes to reencrypt.sh and reencrypt-cuts
 # FULL-KERNELS: arm64-64k
 # LIMIT: 240 65-95 s under emulation: two conversions of 64 MiB with fio beside them, one killed
 # NEEDS: tool
