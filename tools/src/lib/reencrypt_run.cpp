@@ -640,6 +640,31 @@ Result<ResumeChecked> resume_checked(const ReencryptRequest &request, const Reen
   return checked;
 }
 
+// The two keys of a run being resumed, each asked for and checked against its verifier: a
+// mistyped key is refused before a byte is written.
+struct RunKeys {
+  SecretBuffer old_key;
+  SecretBuffer new_key;
+};
+
+Result<RunKeys> resume_keys(const ReencryptState &state, const ReencryptSteps &steps) {
+  auto old_key = run_key(steps.old_key, state.old_side.key_bytes, "old");
+  if (!old_key) {
+    return old_key.error();
+  }
+  if (auto r = check_verifier(state.old_verifier, *old_key, "old"); !r) {
+    return r.error();
+  }
+  auto new_key = run_key(steps.new_key, state.new_side.key_bytes, "new");
+  if (!new_key) {
+    return new_key.error();
+  }
+  if (auto r = check_verifier(state.new_verifier, *new_key, "new"); !r) {
+    return r.error();
+  }
+  return RunKeys{std::move(*old_key), std::move(*new_key)};
+}
+
 Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Environment &env,
                                     const ReencryptSteps &steps) {
   auto state = read_state(request.state);
@@ -668,21 +693,11 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
       return std::move(**done);
     }
   }
-  auto old_key = run_key(steps.old_key, state->old_side.key_bytes, "old");
-  if (!old_key) {
-    return old_key.error();
+  auto keys = resume_keys(*state, steps);
+  if (!keys) {
+    return keys.error();
   }
-  if (auto r = check_verifier(state->old_verifier, *old_key, "old"); !r) {
-    return r.error();
-  }
-  auto new_key = run_key(steps.new_key, state->new_side.key_bytes, "new");
-  if (!new_key) {
-    return new_key.error();
-  }
-  if (auto r = check_verifier(state->new_verifier, *new_key, "new"); !r) {
-    return r.error();
-  }
-  return run_with(request, *state, *old_key, *new_key, nullptr, steps, {}, RunOnline{});
+  return run_with(request, *state, keys->old_key, keys->new_key, nullptr, steps, {}, RunOnline{});
 }
 
 // Online --resume and --abort. A kill -9 may have left NAME suspended under a mounted
@@ -712,21 +727,11 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
                                   "the name of the volume the run converts",
                                   live->name, under, state->device));
   }
-  auto old_key = run_key(steps.old_key, state->old_side.key_bytes, "old");
-  if (!old_key) {
-    return old_key.error();
+  auto keys = resume_keys(*state, steps);
+  if (!keys) {
+    return keys.error();
   }
-  if (auto r = check_verifier(state->old_verifier, *old_key, "old"); !r) {
-    return r.error();
-  }
-  auto new_key = run_key(steps.new_key, state->new_side.key_bytes, "new");
-  if (!new_key) {
-    return new_key.error();
-  }
-  if (auto r = check_verifier(state->new_verifier, *new_key, "new"); !r) {
-    return r.error();
-  }
-  auto boundary = live_boundary(*live, *state, *old_key, *new_key);
+  auto boundary = live_boundary(*live, *state, keys->old_key, keys->new_key);
   if (!boundary) {
     return boundary.error();
   }
@@ -734,7 +739,7 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!locked) {
     return locked.error();
   }
-  auto io = steps.make_io(*state, *old_key, *new_key);
+  auto io = steps.make_io(*state, keys->old_key, keys->new_key);
   if (!io) {
     return io.error();
   }
@@ -743,7 +748,8 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!journal) {
     return journal.error();
   }
-  OnlineSwitch live_switch(*env.kernel, *live, *state, *old_key, *new_key, env.target_type);
+  OnlineSwitch live_switch(*env.kernel, *live, *state, keys->old_key, keys->new_key,
+                           env.target_type);
   live_switch.set_boundary(*boundary);
   auto position = settle_online(live_switch, *state, **io, **journal);
   if (!position) {
