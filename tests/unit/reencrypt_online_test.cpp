@@ -93,7 +93,7 @@ TEST_CASE("reencrypt online: every line reads as one whole-device table of its s
           state.old_side = CryptSide{"aes-xts-plain64", 64, old_size, old_large};
           state.new_side = CryptSide{"aes-xts-plain64", 64, new_size, new_large};
           const std::uint64_t larger = std::max(old_size, new_size);
-          for (const std::uint64_t boundary : {std::uint64_t{0}, std::uint64_t{3 * 65536},
+          for (const std::uint64_t boundary : {std::uint64_t{0}, std::uint64_t{3} * 65536U,
                                                state.data_bytes - larger, state.data_bytes}) {
             CAPTURE(old_size, new_size, old_large, new_large, boundary);
             CryptFlags flags;
