@@ -60,14 +60,10 @@
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/reencrypt-replay.sh
+. "$(dirname "$0")/reencrypt-replay.sh"
 
-replayer=/lbs/bin/logreplay
-[ -x "$replayer" ] || fail "no $replayer (qemu/lib/guest-bin builds tests/guest/bin)"
-command -v lbscrypt >/dev/null || fail "no lbscrypt in the guest (build it: make -f tools/tools.mk tools-arm64)"
-[ "$(target_version crypt)" = v1.30.0 ] || fail "crypt is $(target_version crypt), expected ours v1.30.0"
-modprobe dm-log-writes 2>/dev/null || true
-grep -qw '^log-writes' <(dmsetup targets) || fail "no log-writes target (dm-log-writes does not load)"
-[ -e /dev/loop-control ] || modprobe loop || fail "the loop module does not load: no loop devices for the images"
+cuts_ready
 [ "$(bound)" -ge 65536 ] || fail "the page here is $(page_size) bytes: the 65536 conversions need 64K pages"
 
 full=${LBS_REENC_CUTS_FULL:-0}
@@ -84,45 +80,12 @@ RANDOM=$seed
 
 data_bytes=$((4 << 20)) state_bytes=$((8 << 20))
 data_sec=$((data_bytes / 512)) state_sec=$((state_bytes / 512))
-w=/tmp/lbs-rc
-smnt=/mnt/lbs-rc-state
-registry=/etc/lbscrypt/reencrypt
-mkdir -p "$w" "$smnt"
-mount -t tmpfs -o size=400M lbs-rc "$w" || fail "no tmpfs for the images at $w"
-on_exit umount "$w"
-on_exit losetup -D
-on_exit dm_remove lbs-rc-log
-on_exit dm_remove lbs-rc-data
-on_exit dm_remove lbs-rc-state
-on_exit dm_remove lbs-rc-chk
-on_exit umount "$smnt"
-on_exit rm -rf "$registry"
-on_exit private_left
-[ -z "$(ls -A "$registry" 2>/dev/null)" ] || fail "the guest's registry $registry is not empty: $(ls "$registry")"
-
-key_a=$w/a.key key_b=$w/b.key
-test_key_file "$key_a" 64
-head -c 64 /dev/urandom >"$key_b"
-declare -A key_hex=()
-for k in "$key_a" "$key_b"; do
-	key_hex[$k]=$(od -An -v -tx1 "$k" | tr -d ' \n')
-done
+cuts_workspace /tmp/lbs-rc 400M
 
 # crypt_table SS KEYFILE DEV: table, the volume's table over DEV with sector
 # size SS (no subshell: process starts are what a check costs under TCG)
 crypt_table() {
 	printf -v table '0 %s crypt aes-xts-plain64 %s 0 %s 0 1 sector_size:%s' "$data_sec" "${key_hex[$2]}" "$3" "$1"
-}
-
-# slices DEV: the volume and the state filesystem over DEV, in one dmsetup call;
-# the same names and UUIDs every time, so that the state's device
-# (/dev/mapper/lbs-rc-data, id dm-uuid-LBS-RC-DATA) is found again
-slices() {
-	dmsetup create --concise "lbs-rc-data,LBS-RC-DATA,,rw,0 $data_sec linear $1 0;lbs-rc-state,LBS-RC-STATE,,rw,0 $state_sec linear $1 $data_sec" ||
-		fail "the slices over $1 were refused: $(ti_error)"
-}
-unslice() {
-	dmsetup remove lbs-rc-data lbs-rc-state || fail "the slices did not go: $(dmsetup ls)"
 }
 
 # plain_sum SS KEYFILE [ext4]: psum, the sha256 of the volume's plaintext
@@ -138,19 +101,9 @@ plain_sum() {
 	psum=${psum%% *}
 	if [ "${3:-}" = ext4 ]; then
 		e2fsck -fn /dev/mapper/lbs-rc-chk >"$w/fsck.log" 2>&1 || rc=$?
-		[ "$rc" = 0 ] || problem+="${problem:+; }e2fsck -fn exit $rc: $(grep -v '^Pass\|^e2fsck' "$w/fsck.log" | head -n 6 | tr '\n' '|')"
+		[ "$rc" = 0 ] || problem+="${problem:+; }e2fsck -fn exit $rc: $(grep -v '^Pass\|^e2fsck' "$w/fsck.log" | head -n 6 | tr '\n' '|' || true)"
 	fi
 	[ "${4:-}" = keep ] || dm_remove lbs-rc-chk
-}
-
-# private_left: remove what a killed or failed run left (its private
-# mappings, the documented step before --resume); prints their names
-private_left() {
-	local m
-	for m in $(dmsetup ls | awk '/^lbscrypt-reenc-/ { print $1 }'); do
-		dmsetup remove "$m" >/dev/null 2>&1 || dmsetup remove --force "$m" >/dev/null 2>&1 || true
-		printf '%s ' "$m"
-	done
 }
 
 # The conversion being tested: its label, sides, keys and whether it holds ext4.
@@ -161,11 +114,7 @@ want=""
 # data (FS ext4: then a 64K-block ext4 with a file), and the state
 # filesystem; sets want (the plaintext's sha256)
 make_base() {
-	local loop
-	rm -f "$w"/*.img
-	truncate -s $((data_bytes + state_bytes)) "$w/base.img"
-	loop=$(losetup -f --show "$w/base.img")
-	slices "$loop"
+	base_start
 	crypt_table "$1" "$key_a" /dev/mapper/lbs-rc-data
 	dmsetup create lbs-rc-chk --table "$table" ||
 		fail "a crypt table at $1 was refused: $(ti_error)"
@@ -181,10 +130,7 @@ make_base() {
 	fi
 	want=$(sha_of /dev/mapper/lbs-rc-chk "$data_bytes" 65536)
 	dm_remove lbs-rc-chk
-	mkfs.ext4 -q -F -b 4096 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 /dev/mapper/lbs-rc-state >"$w/mkfs.log" 2>&1 ||
-		fail "mkfs.ext4 of the state filesystem failed: $(cat "$w/mkfs.log")"
-	unslice
-	losetup -d "$loop"
+	base_end
 }
 
 # reenc_start STATE [ARGS...]: a new run of the conversion on the volume
@@ -207,153 +153,27 @@ reenc_resume() {
 # logged_run: the conversion over dm-log-writes; leaves log.img, and the
 # entries of the log in entries.txt ("ENTRY n sector sectors flags mark")
 logged_run() {
-	local dl ll out t0=$SECONDS
-	cp "$w/base.img" "$w/work.img"
-	rm -f "$w/log.img"
-	truncate -s 200M "$w/log.img"
-	dl=$(losetup -f --show "$w/work.img")
-	ll=$(losetup -f --show "$w/log.img")
-	dmsetup create lbs-rc-log --table "0 $((data_sec + state_sec)) log-writes $dl $ll" ||
-		fail "$c_label: log-writes refused: $(ti_error)"
-	slices /dev/mapper/lbs-rc-log
-	mount -t ext4 /dev/mapper/lbs-rc-state "$smnt" || fail "$c_label: the state filesystem does not mount: $(dmesg | tail -n 3)"
+	local out t0=$SECONDS
+	log_start 200M
 	out=$(reenc_start "$smnt/run.state" 2>&1) || fail "$c_label: the logged run failed: $out"
-	umount "$smnt"
-	! dmsetup status lbs-rc-log | grep -q logging_disabled ||
-		fail "$c_label: dm-log-writes stopped logging (its log device too small?): $(dmsetup status lbs-rc-log)"
-	unslice
-	dmsetup remove lbs-rc-log
-	losetup -d "$dl" "$ll"
-	work_sum=$(sha256sum <"$w/work.img")
-	"$replayer" list "$w/log.img" each >"$w/entries.txt" || fail "$c_label: the log does not read: $(tail -n 1 "$w/entries.txt")"
-	log_line=$(tail -n 1 "$w/entries.txt")
-	log_ss=$(awk '{ print $NF }' <<<"$log_line")
+	log_end
 	printf '   %s: the logged run took %s s; %s\n' "$c_label" $((SECONDS - t0)) "$log_line"
 }
 
-# check_image WHAT: copy the replay image to the check image (its loop is
-# $cloop), mount the state filesystem, resume when the state file is there,
-# and read the plaintext; sets problem ("" when the plaintext is the one
-# before the run) and kind (before, resumed, after)
-journal_block=""
+# check_image: copy the replay image to the check image (its loop is
+# $cloop), resume when the state file is there (resume_cut), and read the
+# plaintext; sets problem ("" when the plaintext is the one before the run)
+# and kind (before, resumed, after)
 check_image() {
-	local out side key
-	problem="" kind=""
+	local side key
 	cp "$w/replay.img" "$w/check.img"
 	slices "$cloop"
-	if ! mount -t ext4 /dev/mapper/lbs-rc-state "$smnt" 2>"$w/mount.err"; then
-		problem="the state filesystem does not mount: $(tr '\n' ' ' <"$w/mount.err") $(dmesg | tail -n 3 | tr '\n' ' ')"
-	else
-		if [ -e "$smnt/run.state" ]; then
-			seen_state=1 kind=resumed
-			if [ -z "$journal_block" ] && [ -f "$smnt/run.state.journal" ]; then
-				# its first block: the journaled record's slot (the control loses it)
-				journal_block=$(filefrag -e -b4096 "$smnt/run.state.journal" 2>/dev/null |
-					awk '$1 == "0:" && $2 == "0.." { sub(/\.\.$/, "", $4); print $4; exit }') || true
-				[ -n "$journal_block" ] || journal_block=$(debugfs -R "bmap /run.state.journal 0" \
-					/dev/mapper/lbs-rc-state 2>/dev/null | tail -n 1) || true
-			fi
-			out=$(reenc_resume "$smnt/run.state" 2>&1) || problem="--resume failed: $(head -n 2 <<<"$out" | tr '\n' ' ')"
-			[ ! -e "$smnt/run.state" ] || [ -n "$problem" ] || problem="--resume left the state file"
-		elif [ "$seen_state" = 1 ]; then
-			kind=after
-		else
-			kind=before
-		fi
-		umount "$smnt"
-	fi
-	# what a failed resume left: its private mappings, its registry entry
-	if [[ $(dmsetup ls) == *lbscrypt-reenc-* ]]; then
-		problem+="${problem:+; }private mappings left: $(private_left)"
-	fi
-	[ -z "$(compgen -G "$registry/*")" ] || rm -rf "$registry"
+	resume_cut
 	side=$c_new key=$c_new_key
 	[ "$kind" != before ] || side=$c_old key=$key_a
 	plain_sum "$side" "$key" "$c_fs" keep
 	[ "$psum" = "$want" ] || problem+="${problem:+; }the plaintext read with the ${kind:-?} parameters ($side) differs"
 	dmsetup remove lbs-rc-chk lbs-rc-data lbs-rc-state || fail "the check's mappings did not go: $(dmsetup ls)"
-}
-
-# replay_check LABEL SELECTED OPTION...: replay the log with the replayer's
-# OPTIONs and check at every stop whose "KIND NUMBER" is in the file SELECTED
-# (a line each); with stop_on_bad=1 the replay ends at the first check that
-# is not clean. Sets n_checked n_same n_before n_resumed n_after first_bad.
-stop_on_bad=0
-replay_check() {
-	local label=$1 selected=$2 kind_ a b c d pid ended=0 t0=$SECONDS
-	shift 2
-	declare -A want_stop=()
-	while read -r kind_ a; do want_stop["$kind_ $a"]=1; done <"$selected"
-	cp "$w/base.img" "$w/replay.img"
-	cp "$w/base.img" "$w/check.img"
-	cloop=$(losetup -f --show "$w/check.img")
-	n_checked=0 n_same=0 n_before=0 n_resumed=0 n_after=0 first_bad="" seen_state=0
-	coproc RC { "$replayer" replay "$w/log.img" "$w/replay.img" "$@"; }
-	pid=$RC_PID
-	while read -r -u "${RC[0]}" kind_ a b c d; do
-		case $kind_ in
-		POINT | TORN)
-			if [ -n "${want_stop["$kind_ $a"]:-}" ]; then
-				check_image
-				n_checked=$((n_checked + 1))
-				case $kind in before) n_before=$((n_before + 1)) ;; resumed) n_resumed=$((n_resumed + 1)) ;; after) n_after=$((n_after + 1)) ;; esac
-				if [ -z "$problem" ]; then
-					n_same=$((n_same + 1))
-				else
-					[ -n "$first_bad" ] || first_bad="$kind_ $a ($b $c $d): $problem"
-					if [ "$stop_on_bad" = 1 ]; then
-						echo stop >&"${RC[1]}"
-						continue
-					fi
-				fi
-				[ $((n_checked % 25)) != 0 ] ||
-					printf '   %s: %s checked, %s the same (%s s)\n' "$label" "$n_checked" "$n_same" $((SECONDS - t0))
-			fi
-			;;
-		TORN1 | WHOLE) ;;
-		END)
-			ended=1
-			break
-			;;
-		*) fail "$label: the replayer said: $kind_ $a $b $c $d" ;;
-		esac
-		echo go >&"${RC[1]}"
-	done
-	wait "$pid" || fail "$label: the replayer failed (exit $?)"
-	losetup -d "$cloop"
-	[ "$ended" = 1 ] || [ "$stop_on_bad" = 1 ] || fail "$label: the replayer stopped before the end of the log"
-	replay_secs=$((SECONDS - t0))
-}
-
-# The stops to check, from entries.txt (sectors of $log_ss bytes; the volume is
-# the first $data_bytes bytes of the device).
-# points_selected: every flush and FUA entry, a seeded sample of the rest (FULL:
-# every entry and the state before the first), as "POINT n" lines; a point
-# with no write since the last one selected leaves the same image, checked
-# there, and is left out (counted); prints the counts "flushes fuas sampled
-# plain same-image" on stderr
-points_selected() {
-	awk -v full="$full" -v n="$sample" -v seed=$((seed + 7919 * $1)) '
-		$1 == "ENTRY" {
-			ne++; fl[ne] = $5; wr[ne] = $4 > 0 && $5 !~ /M/
-			if ($5 ~ /[FU]/) { pick[ne] = 1; f += ($5 ~ /F/); u += ($5 ~ /U/) }
-			else plain[++np] = ne
-		}
-		END {
-			if (full == 1) { print "POINT 0"; for (i = 1; i <= np; i++) pick[plain[i]] = 1; n = np }
-			else {
-				srand(seed)
-				if (n > np) n = np
-				for (k = 0; k < n; ) { i = plain[int(rand() * np) + 1]; if (!(i in pick)) { pick[i] = 1; k++ } }
-			}
-			changed = 1
-			for (e = 1; e <= ne; e++) {
-				if (wr[e]) changed = 1
-				if (!(e in pick)) continue
-				if (changed) { print "POINT " e; changed = 0 } else same++
-			}
-			printf "%d %d %d %d %d\n", f, u, n, np, same > "/dev/stderr"
-		}' "$w/entries.txt"
 }
 
 # tears_selected: the flush/FUA/mark points (numbered as the replayer numbers
@@ -375,15 +195,6 @@ tears_selected() {
 				}
 				if (hit) print "TORN " p
 			}
-		}' "$w/entries.txt"
-}
-
-# control_selected: the flush entries after writes of the volume, as POINT lines
-control_selected() {
-	awk -v ss="$log_ss" -v vol=$((data_bytes)) '
-		$1 == "ENTRY" {
-			if ($4 > 0 && $5 !~ /[DM]/ && $3 * ss < vol) pending = 1
-			if ($5 ~ /F/ && pending) { print "POINT " $2; pending = 0 }
 		}' "$w/entries.txt"
 }
 
@@ -422,21 +233,6 @@ convert() {
 	fi
 }
 
-# control: the last conversion's log replayed with the journaled record's block
-# lost: some flush after the volume's writes must not give the plaintext back
-control() {
-	[ -n "$journal_block" ] || fail "control: the journal's first block was not found (filefrag at the checks)"
-	control_selected >"$w/control.sel"
-	stop_on_bad=1
-	replay_check "$c_label control" "$w/control.sel" each "lose=$((data_bytes + journal_block * 4096)):4096"
-	stop_on_bad=0
-	printf 'REENC-CUTS %s control: the journaled record'"'"'s writes lost: %s checked, %s the same; the first not: %s\n' \
-		"$c_label" "$n_checked" "$n_same" "${first_bad:-none}"
-	[ "$n_same" -lt "$n_checked" ] || fail "$c_label control: with the journaled record lost every cut still resumed to the same plaintext: the check cannot fail"
-	ok "$c_label control: the check fails where the journal is lost, as it must"
-	controls_failed=$((controls_failed + 1))
-}
-
 t_all=$SECONDS
 controls_failed=0
 # LBS_REENC_CUTS_PARTS: "cuts faults" by default; one of them alone, to look at it
@@ -451,7 +247,7 @@ if [[ $parts == *" cuts "* ]]; then
 	[[ $conversions != *" 512-4096 "* ]] || convert "512->4096 new key" 512 4096 "$key_b" ""
 	if [[ $conversions == *" 65536 "* ]]; then
 		convert "65536 new key" 65536 65536 "$key_b" ""
-		control
+		journal_control REENC-CUTS "the same plaintext"
 	fi
 	[[ $conversions != *" ext4 "* ]] || convert "4096->65536 ext4" 4096 65536 "$key_a" ext4
 fi
