@@ -7,8 +7,11 @@
 # stops, the choice of those stops, and the resume at a cut. Not a test (no
 # LIMIT line): source it after lib.sh, then call cuts_ready and
 # cuts_workspace. The caller sets data_sec, state_sec, data_bytes (the
-# slices' sizes), full, sample and seed, and defines check_image (the check at
-# a stop: sets problem, "" when clean, and kind) and reenc_resume STATE.
+# slices' sizes), c_label (the conversion, in failures), full, sample and
+# seed, and defines check_image (the check at a stop: sets problem, "" when
+# clean, and kind) and reenc_resume STATE. The mappings are lbs-rc-log (the
+# logged device), lbs-rc-data and lbs-rc-state (its slices) and lbs-rc-chk
+# (a check's).
 
 # cuts_ready: what the tests need in the guest, or fail saying what is missing
 replayer=/lbs/bin/logreplay
@@ -21,8 +24,8 @@ cuts_ready() {
 	[ -e /dev/loop-control ] || modprobe loop || fail "the loop module does not load: no loop devices for the images"
 }
 
-# cuts_workspace DIR SIZE: a tmpfs of SIZE at DIR for the images (w: the log
-# log.img, base.img, work.img, replay.img, check.img, entries.txt), the state
+# cuts_workspace DIR SIZE: a tmpfs of SIZE at DIR (w) for the images and the
+# log (base.img, work.img, replay.img, check.img, log.img, entries.txt), the state
 # filesystem's mount point smnt, the registry (empty, or fail), the cleanups,
 # and two keys key_a and key_b (64 bytes) with their hex in key_hex
 smnt=/mnt/lbs-rc-state
