@@ -222,6 +222,10 @@ TEST_CASE("generator: key dependencies as systemd-cryptsetup-generator writes th
                          !Catch::Contains("RequiresMountsFor"));
   }
   CHECK_THAT(unit_of("/etc/keys/v.key"), Catch::Contains("\nRequiresMountsFor=/etc/keys/v.key\n"));
+  // systemd 252's generator writes nothing for /dev/null: no unit ever announces that device.
+  const std::string null = unit_of("/dev/null");
+  CHECK_THAT(null, !Catch::Contains("dev-null") && !Catch::Contains("Requires=") &&
+                       !Catch::Contains("RequiresMountsFor") && !Catch::Contains("random-seed"));
   const std::string passphrase = unit_of("none");
   CHECK_THAT(passphrase, !Catch::Contains("RequiresMountsFor") && !Catch::Contains("random-seed") &&
                              !Catch::Contains("Requires="));

@@ -87,10 +87,15 @@ bool random_key(std::string_view key) {
          key == "/dev/hwrng";
 }
 
+// systemd has no device unit for /dev/null (udev does not tag it for systemd): a unit that
+// required dev-null.device would wait for it and fail at every boot. systemd-cryptsetup-generator
+// (252, checked) writes no dependency for it; nor do we.
+bool null_key(std::string_view key) { return key == "/dev/null"; }
+
 // The dependencies on the key: its device, its mount, or the random seed; none for a
-// passphrase.
+// passphrase or /dev/null.
 std::string key_dependencies(const TabEntry &e) {
-  if (is_passphrase_key(e.key)) {
+  if (is_passphrase_key(e.key) || null_key(e.key)) {
     return "";
   }
   if (random_key(e.key)) {
@@ -185,7 +190,8 @@ std::optional<std::string> unwritable(const TabEntry &e) {
   if (e.path.starts_with("/dev/")) {
     names.push_back(unit_name_from_path(e.path, ".device.d"));
   }
-  if (!is_passphrase_key(e.key) && e.key.starts_with("/dev/") && !random_key(e.key)) {
+  if (!is_passphrase_key(e.key) && e.key.starts_with("/dev/") && !random_key(e.key) &&
+      !null_key(e.key)) {
     names.push_back(unit_name_from_path(e.key, ".device"));
   }
   const auto longest = std::max_element(
