@@ -92,6 +92,12 @@ bool random_key(std::string_view key) {
 // (252, checked) writes no dependency for it; nor do we.
 bool null_key(std::string_view key) { return key == "/dev/null"; }
 
+// A key whose device unit the volume's unit requires: one under /dev, not a random source
+// nor /dev/null.
+bool key_device_unit(std::string_view key) {
+  return !is_passphrase_key(key) && key.starts_with("/dev/") && !random_key(key) && !null_key(key);
+}
+
 // The dependencies on the key: its device, its mount, or the random seed; none for a
 // passphrase or /dev/null.
 std::string key_dependencies(const TabEntry &e) {
@@ -101,7 +107,7 @@ std::string key_dependencies(const TabEntry &e) {
   if (random_key(e.key)) {
     return "After=systemd-random-seed.service\n";
   }
-  if (e.key.starts_with("/dev/")) {
+  if (key_device_unit(e.key)) {
     const std::string device = unit_name_from_path(e.key, ".device");
     return fmt::format("After={}\nRequires={}\n", device, device);
   }
@@ -190,8 +196,7 @@ std::optional<std::string> unwritable(const TabEntry &e) {
   if (e.path.starts_with("/dev/")) {
     names.push_back(unit_name_from_path(e.path, ".device.d"));
   }
-  if (!is_passphrase_key(e.key) && e.key.starts_with("/dev/") && !random_key(e.key) &&
-      !null_key(e.key)) {
+  if (key_device_unit(e.key)) {
     names.push_back(unit_name_from_path(e.key, ".device"));
   }
   const auto longest = std::max_element(
