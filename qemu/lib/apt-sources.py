@@ -12,18 +12,20 @@ machine's kbuild tools and fio's source. The security suite is added on
 deb.debian.org when the machine has none: the pinned kernels live there.
 
 Debian's unstable suite is added for the packages of NEWER alone: the sources of
-the Linux 7.x kernels the rig builds (bookworm has no 7.x), and the source of
+the Linux 7.x kernels the rig builds (bookworm has no 7.x) or compile-tests
+(the newest of any suite), and the source of
 sparse (bookworm's 0.6.4 is too old for 7.x's checker-valid.sh; unstable's
 binary needs a newer glibc, so qemu/lib/sparse builds it). Debian's experimental
-suite is added the same way, for the release candidates of the next kernel
-before unstable has it (linux-source-7.3 7.3~rcN-1~expN); once unstable carries
-a 7.3.y, its higher version wins under the same pin. Both come from the
-machine's own entry for that suite when it has one, else (experimental) from
-its unstable entry, else from the mirror of its bookworm entry, with that
-entry's key; binary packages of the build machine's
-architecture only. `--preferences` prints the apt pin that keeps everything
-else from coming from there: any other package of unstable or experimental has
-priority -1, so no resolution (a rootfs closure, say) can take it.
+suite (the next kernel's release candidates) and trixie-backports (the released
+7.x kernels Debian 13 users install, linux-source-7.3 7.3.N-1~bpo13+1 among
+them) are added the same way; where two suites carry one package, the higher
+version wins under the same pin. Each comes from the machine's own entry for
+that suite when it has one, else from the entry of the suite before it in
+NEWER_SUITES, else from the mirror of its bookworm entry, with that entry's
+key; binary packages of the build machine's architecture only.
+`--preferences` prints the apt pin that keeps everything else from coming from
+there: any other package of those suites has priority -1, so no resolution (a
+rootfs closure, say) can take it.
 
 Usage: apt-sources.py [ETC_APT_DIR]                 (default /etc/apt)
        apt-sources.py --preferences
@@ -36,10 +38,12 @@ from pathlib import Path
 
 SUITE = re.compile(r"^bookworm(-updates|-security|-backports)?$")
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
-# What the rig takes from Debian unstable and experimental: nothing else (see
-# --preferences).
-NEWER = ["linux-source-7.2", "linux-source-7.3"]
-NEWER_SUITES = {"unstable": ("unstable", "sid"), "experimental": ("experimental", "rc-buggy")}
+# What the rig takes from the suites of NEWER_SUITES: the kernel sources of every
+# series (an apt glob), so that the newest kernel Debian carries anywhere can be
+# built (tests/newest-kernel-check); nothing else (see --preferences).
+NEWER = ["linux-source-*"]
+NEWER_SUITES = {"unstable": ("unstable", "sid"), "experimental": ("experimental", "rc-buggy"),
+                "trixie-backports": ("trixie-backports",)}
 
 
 def one_line(path):
@@ -119,8 +123,8 @@ def host_arch():
 
 
 def preferences():
-    """The pin of the private configuration: NEWER from unstable and experimental,
-    nothing else. A package's own pin wins over the catch-all one, whatever their
+    """The pin of the private configuration: NEWER from the suites of
+    NEWER_SUITES, nothing else. A package's own pin wins over the catch-all one, whatever their
     order; among equal priorities apt takes the higher version."""
     first = True
     for suite in NEWER_SUITES:
@@ -171,7 +175,7 @@ def main(argv):
         if signed_by:
             print(f"Signed-By: {signed_by}")
         print()
-    # unstable and experimental: where the machine has them, else on the mirror
+    # the suites of NEWER_SUITES: where the machine has them, else on the mirror
     # bookworm comes from, with that entry's key; binary packages of one
     # architecture only, and sources (every source fetch names its version:
     # qemu/lib/sparse, fio, ...)
