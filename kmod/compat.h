@@ -46,6 +46,10 @@
  *                                   struct aes_enckey (7.2; not 6.12)
  *   LBS_HAVE_MD5_LIB                the MD5 library: md5_init(),
  *                                   md5_update(), struct md5_ctx (7.2)
+ *   LBS_HAVE_WQ_PERCPU              WQ_PERCPU exists (7.2, 6.12 stable)
+ *   LBS_HAVE_ZONE_WRITE_PLUG        zone write plugging: dm core cuts a
+ *                                   zoned write to the queue limits (6.10;
+ *                                   not 6.1)
  * A constant the kernel defines as a macro (BLK_MAX_BLOCK_SIZE,
  * ARCH_DMA_MINALIGN) needs no test: #ifdef asks the compiler directly.
  */
@@ -373,6 +377,22 @@ static inline const char *lbs_md5_check(struct crypto_shash *tfm)
 #define LBS_WQ_PERCPU	WQ_PERCPU
 #else
 #define LBS_WQ_PERCPU	0
+#endif
+
+/*
+ * Who cuts a write to a zoned device.  With zone write plugging, dm core
+ * cuts it to the queue limits lbs_io_hints() sets, and the target must not
+ * (the rest would be issued from the plug's work, which a queue freeze can
+ * deadlock).  Before it, dm core passes a zoned write on whole, however
+ * large (a direct write from huge pages can carry megabytes in a few
+ * bio_vecs), and the target cuts it as any other write: the rest is
+ * resubmitted by dm core in the same task, behind the part taken, so the
+ * writes still reach the zone in order.
+ */
+#ifdef LBS_HAVE_ZONE_WRITE_PLUG
+#define LBS_DM_CUTS_ZONED_WRITES	true
+#else
+#define LBS_DM_CUTS_ZONED_WRITES	false
 #endif
 
 /* Keyring key types that exist only when the kernel config has them. */

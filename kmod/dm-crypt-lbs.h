@@ -340,6 +340,19 @@ static inline void lbs_unmap_sector(u8 *data, struct scatterlist *sg)
 	kunmap_local(data - sg->offset);
 }
 
+/*
+ * A bio the target passes on whole, never cut: an atomic write (written
+ * whole or not at all), and a write to a zoned device on a kernel where dm
+ * core cuts those itself (compat.h).  lbs_io_hints() bounds both to one
+ * bounce bio and one integrity metadata pool entry.
+ */
+static inline bool lbs_bio_whole(struct lbs_config *cc, struct bio *bio)
+{
+	return lbs_bio_atomic(bio) ||
+	       (LBS_DM_CUTS_ZONED_WRITES && cc->write_inline &&
+		bio_data_dir(bio) == WRITE);
+}
+
 /* reject.c */
 int lbs_reject(struct dm_target *ti, char *error, const char *fmt, ...)
 	__printf(3, 4);

@@ -250,6 +250,13 @@ int lbs_integrity_ctr(struct dm_target *ti, struct lbs_config *cc)
 				  cc->auth_size + cc->stored_iv_size);
 
 	n = max(1U, LBS_TAG_POOL_ENTRY / cc->tuple_size);
+	/*
+	 * On a zoned device an entry bounds the queue's max_hw_sectors
+	 * (lbs_io_hints()), which the block layer refuses below a page: an
+	 * entry covers at least a page of sectors there.
+	 */
+	if (cc->write_inline)
+		n = max_t(unsigned int, n, PAGE_SIZE / cc->sector_size);
 	r = mempool_init_kmalloc_pool(&cc->tag_pool, LBS_MIN_IOS,
 				      n * cc->tuple_size);
 	if (r) {
@@ -272,9 +279,9 @@ void lbs_integrity_exit(struct lbs_config *cc)
  * lbs_map(): the bio's metadata buffer, if memory gives it at once; else
  * the bio is cut to one pool entry, and the entry is waited for; where the
  * context may not sleep, io->tags stays NULL and io_wq waits for it.
- * dm core must not cut an atomic write or a zoned write: lbs_io_hints()
- * bounds both to one pool entry.  False (the bio is failed) if one is
- * larger all the same.
+ * A bio the target may not cut (lbs_bio_whole()) is bounded to one pool
+ * entry by lbs_io_hints().  False (the bio is failed) if one is larger all
+ * the same.
  */
 bool lbs_integrity_map(struct lbs_io *io, struct bio *bio)
 {
@@ -292,8 +299,7 @@ bool lbs_integrity_map(struct lbs_io *io, struct bio *bio)
 	if (io->tags)
 		return true;
 	if (bio_sectors(bio) > cc->tag_pool_sectors) {
-		if (lbs_bio_atomic(bio) ||
-		    (cc->write_inline && bio_data_dir(bio) == WRITE)) {
+		if (lbs_bio_whole(cc, bio)) {
 			DMERR_LIMIT("%s of %u sectors: unsplittable, over a tag pool entry's %u",
 				    lbs_bio_atomic(bio) ? "atomic write" :
 				    "zoned write", bio_sectors(bio),
@@ -360,10 +366,11 @@ void lbs_integrity_sector(struct lbs_io *io, struct lbs_req *lr, bool write)
 
 /*
  * Start one sector's AEAD request.  A write first copies the data into the
- * bounce page and encrypts it there, in place (as dm-crypt does): the
- * submitter's page may change while it is written, and an AEAD that reads
- * the plaintext twice (ccm, generic aegis128) would then seal a tag that no
- * read verifies.  A read decrypts in place.  Returns what the cipher
+ * bounce page and encrypts it there, in place: the submitter's page may
+ * change while it is written, and an AEAD that reads the plaintext twice
+ * (ccm, generic aegis128) would then seal a tag that no read verifies.
+ * dm-crypt encrypts from the bio's page into the bounce page instead; the
+ * copy is hardening of this target's own.  A read decrypts in place.  Returns what the cipher
  * returns, or the IV mode's error.
  */
 int lbs_aead_crypt(struct lbs_io *io, struct aead_request *req,

@@ -87,14 +87,8 @@ static unsigned int lbs_max_request_sectors(struct lbs_config *cc,
 			   READ_ONCE(lbs_max_write_size) :
 			   READ_ONCE(lbs_max_read_size);
 
-	/*
-	 * Never split: an atomic write (it is written whole or not at all),
-	 * and a write to a zoned device (the rest would be issued from dm's
-	 * zone write plug work, which a queue freeze can deadlock, as dm-crypt
-	 * notes).  lbs_io_hints() bounds both to one bounce bio.
-	 */
-	if (lbs_bio_atomic(bio) ||
-	    (cc->write_inline && bio_data_dir(bio) == WRITE))
+	/* never cut: atomic writes, and zoned ones where dm core cuts them */
+	if (lbs_bio_whole(cc, bio))
 		return bio_sectors(bio);
 	unsigned int unit = max(bdev_logical_block_size(cc->dev->bdev),
 				cc->sector_size);

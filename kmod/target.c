@@ -389,7 +389,11 @@ static void lbs_io_hints(struct dm_target *ti, struct queue_limits *limits)
 	/* one bounce bio; with integrity, one metadata pool entry too */
 	if (cc->tuple_size)
 		whole = min(whole, cc->tag_pool_sectors);
-	/* zoned writes are not split by the target: dm core splits them */
+	/*
+	 * zoned writes: dm core cuts them to this (with zone write plugging),
+	 * or the target does (compat.h); at least a page, which the block
+	 * layer requires (lbs_integrity_ctr() sizes the pool for it)
+	 */
 	if (cc->write_inline)
 		limits->max_hw_sectors = min(limits->max_hw_sectors, whole);
 	/* nor are atomic writes */
