@@ -30,7 +30,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod engine matrix-tree matrix-tree-check bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps kernels kmod engine matrix-tree matrix-tree-check newest-kernel-check bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -164,7 +164,7 @@ tools-fuzz: tools-asan-build
 
 SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init qemu/rootfs/systemd/lbs-command \
 	$(wildcard tests/guest/*.sh bench/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/qemu-run-test tests/fetch-check \
-		tests/rig-helpers-test tests/matrix-tree-check tests/dkms-check tests/deb-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
+		tests/rig-helpers-test tests/matrix-tree-check tests/newest-kernel-check tests/dkms-check tests/deb-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
 		tools/cmake/manpage.sh tools/initramfs/hook tools/initramfs/local-top) .ci/run
 
 lint-shell:
@@ -212,12 +212,22 @@ check:
 # the kernels of qemu/kernels-extra.conf beside make check's, each with the matrix and
 # dkms-check, every guest test on every kernel (LBS_GUEST_ALL=1), the matrix on a
 # build tree with dm-crypt built in (matrix-tree-check), the tool's argument
-# fuzzing (tools-fuzz, 300 lines) and clang-tidy over the tool and its tests
-# (tools-lint). Hours, not minutes.
+# fuzzing (tools-fuzz, 300 lines), clang-tidy over the tool and its tests
+# (tools-lint), the module against the newest kernel source of any suite
+# (newest-kernel-check), and the boot checks systemd-check (on arm64-64k and
+# arm64-64k-7.3) and handover-check. Hours, not minutes.
 FULL_KERNELS := $(KERNELS) $(shell awk '!/^\#/ && NF { print $$1 }' $(TOP)/qemu/kernels-extra.conf)
 check-full: deps
 	@$(MAKE) --no-print-directory matrix-check dkms-check guest-test KERNELS="$(FULL_KERNELS)" LBS_GUEST_ALL=1
-	@$(MAKE) --no-print-directory matrix-tree-check tools-fuzz tools-lint
+	@$(MAKE) --no-print-directory matrix-tree-check tools-fuzz tools-lint newest-kernel-check \
+		systemd-check handover-check
+	@tests/systemd-check arm64-64k-7.3
+
+# The module compile-tested against the newest Linux source of any Debian suite
+# the rig reads (tests/newest-kernel-check; a kernel Debian carries before
+# kernels.conf pins it). Part of check-full.
+newest-kernel-check: deps
+	@tests/newest-kernel-check
 
 # make matrix KERNEL=PATH on a build tree with dm-crypt built in (tests/matrix-tree-check;
 # its first run builds that tree into the cache). Part of check-full.
