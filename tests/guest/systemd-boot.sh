@@ -126,7 +126,10 @@ if [ "$late" = 1 ]; then
 	failures=$(grep -v -F 'a power failure can tear' <<<"$journal" | grep -iE 'fail|timed out' || true)
 	if [ "$result" = success ] && [ -z "$failures" ]; then rc=0; fi
 	verdict "$unit waited and did not fail: its result is $result, no failure or time-out in its journal${failures:+: $failures}" "$rc"
-	volume lbslate 16384 /srv/late
+	# the host made lbslate at this kernel's page size (65536 at most)
+	late_ss=$(getconf PAGESIZE)
+	[ "$late_ss" -le 65536 ] || late_ss=65536
+	volume lbslate "$late_ss" /srv/late
 	echo "written through lbslate $token" >/srv/late/written
 	sync
 	echo "   $(systemd-analyze time 2>&1 | sed -n 1p)"
