@@ -3,9 +3,9 @@
 # BOOT: lbscrypt
 # KERNELS: arm64-64k
 # FULL-KERNELS: page>16384
-# LIMIT: 300 make check: the 4096->65536 ext4 conversion alone, 39 cut points, no tears: 75 s on a loaded host
+# LIMIT: 420 make check: the 4096->65536 ext4 conversion and 512->4096 with a new key, no tears
 # FULL-LIMIT: 3600 three conversions, torn, the control, faults; LBS_REENC_CUTS_FULL=1: every write point and every tear
-# ENV: LBS_REENC_CUTS_PARTS=cuts LBS_REENC_CUTS_CONVERSIONS=ext4 LBS_REENC_CUTS_TORN=0
+# ENV: LBS_REENC_CUTS_PARTS=cuts LBS_REENC_CUTS_CONVERSIONS=ext4,512-4096 LBS_REENC_CUTS_TORN=0
 # FULL-ENV: LBS_REENC_CUTS_FULL=1
 # NEEDS: tool dm-log-writes loop
 # ORDER: 335
@@ -52,10 +52,10 @@
 # mid-run: the 64K kernel has no dm-flakey), one line saying --resume goes on;
 # the slice restored, --resume finishes. Each ends with the plaintext checked.
 # LBS_REENC_CUTS_PARTS=cuts or faults runs one half alone;
-# LBS_REENC_CUTS_CONVERSIONS (words of 512-4096 65536 ext4, all by default)
+# LBS_REENC_CUTS_CONVERSIONS (words, or a comma-separated list, of 512-4096 65536 ext4, all by default)
 # picks conversions, and LBS_REENC_CUTS_TORN=0 leaves the torn states out.
-# make check runs the cuts of the ext4 conversion alone, without tears (ENV
-# above); make check-full and make harden everything, every write point.
+# make check runs the cuts of the ext4 conversion and of 512->4096 with a new
+# key (a key change beside the sector growth), without tears (ENV above); make check-full and make harden everything, every write point.
 # The runs make their key verifiers with --pbkdf-force-iterations 1000.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
@@ -239,7 +239,8 @@ controls_failed=0
 parts=" ${LBS_REENC_CUTS_PARTS:-cuts faults} "
 # LBS_REENC_CUTS_CONVERSIONS: which conversions the cuts part runs (all three
 # by default; the control follows "65536")
-conversions=" ${LBS_REENC_CUTS_CONVERSIONS:-512-4096 65536 ext4} "
+conversions=${LBS_REENC_CUTS_CONVERSIONS:-512-4096 65536 ext4}
+conversions=" ${conversions//,/ } "
 for c in $conversions; do
 	case $c in 512-4096 | 65536 | ext4) ;; *) fail "LBS_REENC_CUTS_CONVERSIONS: no conversion '$c' (512-4096, 65536, ext4)" ;; esac
 done
