@@ -286,25 +286,27 @@ static inline void lbs_aes_encrypt(const struct lbs_aes_key *k, u8 *out,
  * context holds the words after each update and no transform is used:
  * LBS_MD5_SHASH is NULL, and the "md5" shash need not exist (the in-tree
  * dm-crypt selects only the library, so on 7.2 the shash is often not built).
+ * A kernel that has the library in its source but not in its configuration
+ * has no MD5 at all (its "md5" shash is built on the library): lmk is
+ * refused there.
  *
- * Elsewhere the words come from the "md5" shash: crypto_shash_export()
- * writes its whole state, whose first MD5_HASH_WORDS words they are, and
- * how large that state is depends on the kernel (struct md5_state, 88
- * bytes, on 6.1 and 6.12; the library context and a partial-block count, 89
- * bytes, on 7.2).  It is exported to a buffer of LBS_MD5_STATE_MAX bytes;
- * lbs_md5_check(), in the constructor, refuses a transform whose statesize
- * is larger or whose exported state does not start with MD5's initial words.
+ * Before the library, the words come from the "md5" shash, whose exported
+ * state is a struct md5_state with the words first; lbs_md5_check(), in the
+ * constructor, refuses a transform that exports anything of another size,
+ * or a state that does not start with MD5's initial words.
  */
 struct lbs_md5_part {
 	const void *data;
 	unsigned int len;
 };
 
-#if defined(LBS_HAVE_MD5_LIB) && IS_ENABLED(CONFIG_CRYPTO_LIB_MD5)
+#if defined(LBS_HAVE_MD5_LIB)
 #define LBS_MD5_SHASH	NULL
 
 static inline const char *lbs_md5_check(struct crypto_shash *tfm)
 {
+	if (!IS_ENABLED(CONFIG_CRYPTO_LIB_MD5))
+		return "the kernel is built without its MD5 library (CONFIG_CRYPTO_LIB_MD5)";
 	return NULL;
 }
 
@@ -312,6 +314,7 @@ static inline int lbs_md5_words(struct crypto_shash *tfm,
 				const struct lbs_md5_part *parts,
 				unsigned int n, u32 words[MD5_HASH_WORDS])
 {
+#if IS_ENABLED(CONFIG_CRYPTO_LIB_MD5)
 	struct md5_ctx ctx;
 	unsigned int i;
 
@@ -321,32 +324,34 @@ static inline int lbs_md5_words(struct crypto_shash *tfm,
 	memcpy(words, ctx.state.h, MD5_DIGEST_SIZE);
 	memzero_explicit(&ctx, sizeof(ctx));
 	return 0;
+#else
+	return -EOPNOTSUPP;
+#endif
 }
 #else
 #define LBS_MD5_SHASH		"md5"
-#define LBS_MD5_STATE_MAX	128
 
 static inline int lbs_md5_words(struct crypto_shash *tfm,
 				const struct lbs_md5_part *parts,
 				unsigned int n, u32 words[MD5_HASH_WORDS])
 {
 	SHASH_DESC_ON_STACK(desc, tfm);
-	u64 state[LBS_MD5_STATE_MAX / sizeof(u64)];
+	struct md5_state state;
 	unsigned int i;
 	int r;
 
-	if (WARN_ON_ONCE(crypto_shash_statesize(tfm) > sizeof(state)))
+	if (WARN_ON_ONCE(crypto_shash_statesize(tfm) != sizeof(state)))
 		return -EINVAL;
 	desc->tfm = tfm;
 	r = crypto_shash_init(desc);
 	for (i = 0; i < n && !r; i++)
 		r = crypto_shash_update(desc, parts[i].data, parts[i].len);
 	if (!r)
-		r = crypto_shash_export(desc, state);
+		r = crypto_shash_export(desc, &state);
 	if (!r)
-		memcpy(words, state, MD5_DIGEST_SIZE);
+		memcpy(words, state.hash, MD5_DIGEST_SIZE);
 	shash_desc_zero(desc);
-	memzero_explicit(state, sizeof(state));
+	memzero_explicit(&state, sizeof(state));
 	return r;
 }
 
@@ -357,11 +362,9 @@ static inline const char *lbs_md5_check(struct crypto_shash *tfm)
 	};
 	u32 words[MD5_HASH_WORDS];
 
-	if (crypto_shash_statesize(tfm) > LBS_MD5_STATE_MAX)
-		return "md5's exported state is larger than the "
-		       __stringify(LBS_MD5_STATE_MAX) " bytes lmk reserves";
-	if (crypto_shash_statesize(tfm) < MD5_DIGEST_SIZE ||
-	    lbs_md5_words(tfm, NULL, 0, words) ||
+	if (crypto_shash_statesize(tfm) != sizeof(struct md5_state))
+		return "md5's exported state is not a struct md5_state";
+	if (lbs_md5_words(tfm, NULL, 0, words) ||
 	    memcmp(words, initial, sizeof(words)))
 		return "md5's exported state does not start with the chaining words";
 	return NULL;

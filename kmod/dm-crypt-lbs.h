@@ -13,6 +13,7 @@
 #include <linux/mempool.h>
 #include <linux/mutex.h>
 #include <linux/rbtree.h>
+#include <linux/refcount.h>
 #include <linux/scatterlist.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
@@ -220,7 +221,10 @@ struct lbs_io {
 	bool own_req_used;	/* the embedded request was handed out */
 	bool restart_wait;	/* wait for restart before the next request */
 	bool write_inline;	/* each request's end is waited for (zoned) */
-	bool atomic;		/* the write goes down as REQ_ATOMIC (atomic.c) */
+	bool atomic_pieces;	/* a write cut into pieces the device writes
+				 * atomically, each sent as REQ_ATOMIC
+				 * (atomic.c)
+				 */
 	struct completion restart;	/* a backlogged request was queued */
 	struct completion req_done;	/* write_inline: the request ended */
 	struct work_struct work;	/* read submit, then crypt */
@@ -237,6 +241,7 @@ struct lbs_req {
 	struct scatterlist sg_out;
 	u64 iv_sector;
 	atomic_t state;		/* LBS_REQ_*: who has seen what, below */
+	refcount_t refs;	/* the converter's and the completion's holds */
 	u8 *tag;		/* the sector's tuple in io->tags, or NULL */
 	struct scatterlist sg_aead[4];	/* AEAD: sector, IV, data, tag */
 };
@@ -244,12 +249,14 @@ struct lbs_req {
 /*
  * lbs_req.state: the converter and the driver's completion each set their
  * bits with one atomic step and read the other's, so whichever comes second
- * knows what the first saw (io.c, lbs_crypt_done() and lbs_sent()).
+ * knows what the first saw (io.c, lbs_crypt_done() and lbs_sent()): whether
+ * a backlogged request was accepted before the converter waits for it.  A
+ * request the driver took is freed by whichever of the two drops its hold
+ * on lbs_req.refs last (lbs_req_put()).
  */
 #define LBS_REQ_NOTIFIED	BIT(0)	/* the driver said -EINPROGRESS */
 #define LBS_REQ_DONE		BIT(1)	/* the request ended */
 #define LBS_REQ_BUSY		BIT(2)	/* the converter was told -EBUSY */
-#define LBS_REQ_SENT		BIT(3)	/* the converter is done with it */
 
 static inline struct lbs_req *lbs_req_of(struct lbs_config *cc, void *req)
 {

@@ -129,6 +129,13 @@ static void lbs_free_req(struct lbs_io *io, void *req)
 		mempool_free(req, &io->cc->req_pool);
 }
 
+/* Drop the converter's or the completion's hold on a request the driver took. */
+static void lbs_req_put(struct lbs_io *io, struct lbs_req *lr)
+{
+	if (refcount_dec_and_test(&lr->refs))
+		lbs_free_req(io, (u8 *)lr - io->cc->req_lr_off);
+}
+
 static void lbs_write_endio(struct bio *clone)
 {
 	struct lbs_io *io = clone->bi_private;
@@ -243,9 +250,8 @@ void lbs_crypt_done(LBS_ASYNC_ARG areq, int err)
 	seen = atomic_fetch_or(LBS_REQ_DONE, &lr->state);
 	if ((seen & (LBS_REQ_BUSY | LBS_REQ_NOTIFIED)) == LBS_REQ_BUSY)
 		complete(&io->restart);
-	/* the converter may still read the state: it frees the request then */
-	if (seen & LBS_REQ_SENT)
-		lbs_free_req(io, (u8 *)lr - cc->req_lr_off);
+	/* the converter may still read the state: the later of us frees it */
+	lbs_req_put(io, lr);
 	if (io->write_inline) {
 		/* the converter waits for this and drops the reference */
 		complete(&io->req_done);
@@ -257,16 +263,20 @@ void lbs_crypt_done(LBS_ASYNC_ARG areq, int err)
 /*
  * The driver took the request (-EINPROGRESS, or -EBUSY: backlogged).  Hand
  * it over; true when the converter must wait for the driver to accept it
- * from the backlog before sending another.
+ * from the backlog before sending another.  The request is not touched
+ * after the hold is dropped: its completion may have freed it.
  */
 static bool lbs_sent(struct lbs_io *io, struct lbs_req *lr, bool busy)
 {
-	int seen = atomic_fetch_or(LBS_REQ_SENT | (busy ? LBS_REQ_BUSY : 0),
-				   &lr->state);
+	bool wait = false;
 
-	if (seen & LBS_REQ_DONE)
-		lbs_free_req(io, (u8 *)lr - io->cc->req_lr_off);
-	return busy && !(seen & (LBS_REQ_NOTIFIED | LBS_REQ_DONE));
+	if (busy) {
+		int seen = atomic_fetch_or(LBS_REQ_BUSY, &lr->state);
+
+		wait = !(seen & (LBS_REQ_NOTIFIED | LBS_REQ_DONE));
+	}
+	lbs_req_put(io, lr);
+	return wait;
 }
 
 /* write_inline: wait for the request the driver took to end. */
@@ -277,15 +287,18 @@ static void lbs_wait_inline(struct lbs_io *io)
 	atomic_dec(&io->pending);
 }
 
-/* A request for the next sector: the one in hand, our own, or the pool's. */
-static void *lbs_get_req(struct lbs_io *io, bool atomic)
+/*
+ * A request for the next sector: the one in hand, our own, or the pool's
+ * (without waiting where the caller may not sleep).
+ */
+static void *lbs_get_req(struct lbs_io *io, bool nosleep)
 {
 	if (!io->req && !io->own_req_used) {
 		io->own_req_used = true;
 		io->req = lbs_own_req(io);
 	}
 	if (!io->req)
-		io->req = mempool_alloc(&io->cc->req_pool, atomic ?
+		io->req = mempool_alloc(&io->cc->req_pool, nosleep ?
 					GFP_NOWAIT | __GFP_NOWARN : GFP_NOIO);
 	return io->req;
 }
@@ -302,10 +315,10 @@ static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 {
 	struct lbs_config *cc = io->cc;
 	bool write = bio_data_dir(io->base) == WRITE;
-	bool atomic = ctx != LBS_CTX_TASK;
+	bool nosleep = ctx != LBS_CTX_TASK;
 	unsigned int ss = cc->sector_size;
 	u32 flags = CRYPTO_TFM_REQ_MAY_BACKLOG |
-		    (atomic ? 0 : CRYPTO_TFM_REQ_MAY_SLEEP);
+		    (nosleep ? 0 : CRYPTO_TFM_REQ_MAY_SLEEP);
 	int r;
 
 	if (io->restart_wait) {
@@ -328,14 +341,16 @@ static void lbs_convert(struct lbs_io *io, enum lbs_ctx ctx)
 			lbs_fail(io, BLK_STS_IOERR);
 			break;
 		}
-		if (atomic && cc->iv_ops && cc->iv_ops->needs_scratch)
+		if (nosleep && cc->iv_ops && cc->iv_ops->needs_scratch)
 			goto defer;	/* the IV generator sleeps */
-		req = lbs_get_req(io, atomic);
+		req = lbs_get_req(io, nosleep);
 		if (!req)
 			goto defer;
 		lr = lbs_req_of(cc, req);
 		lr->io = io;
 		atomic_set(&lr->state, 0);
+		/* held by the converter and the completion, if the driver takes it */
+		refcount_set(&lr->refs, 2);
 		lr->iv_sector = sector;
 		if (test_bit(LBS_OPT_IV_LARGE_SECTORS, &cc->opts))
 			lr->iv_sector >>= cc->sector_shift;
@@ -381,7 +396,7 @@ sent:
 			if (!lbs_sent(io, lr, true)) {
 				if (io->write_inline)
 					lbs_wait_inline(io);
-			} else if (!atomic) {
+			} else if (!nosleep) {
 				wait_for_completion(&io->restart);
 				reinit_completion(&io->restart);
 				if (io->write_inline)
@@ -406,7 +421,7 @@ sent:
 				break;
 			}
 		}
-		if (!atomic)
+		if (!nosleep)
 			cond_resched();
 	}
 	if (io->req) {
@@ -452,7 +467,7 @@ static void lbs_write_crypt(struct lbs_io *io)
 	struct lbs_config *cc = io->cc;
 
 	io->clone = lbs_alloc_bounce(io, lbs_write_endio);
-	if (io->atomic)
+	if (io->atomic_pieces)
 		lbs_bio_set_atomic(io->clone);
 	if (cc->tuple_size && lbs_integrity_attach(io, io->clone, GFP_NOIO)) {
 		DMERR_LIMIT("cannot attach the integrity metadata to a write");
@@ -596,7 +611,7 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	unsigned int max_sectors;
 	struct lbs_io *io;
 	sector_t offset;
-	bool atomic;
+	bool pieces;
 
 	/*
 	 * Flushes and discards carry no data to convert: pass them on.  dm core
@@ -626,14 +641,14 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 		     LBS_BOUNCE_SECTORS << SECTOR_SHIFT);
 	max_sectors = lbs_max_request_sectors(cc, bio);
 	offset = dm_target_offset(ti, bio->bi_iter.bi_sector);
-	atomic = cc->atomic_unit && bio_data_dir(bio) == WRITE &&
+	pieces = cc->atomic_unit && bio_data_dir(bio) == WRITE &&
 		 !lbs_bio_atomic(bio);
 	/*
 	 * Where the device writes whole sectors atomically: in such pieces,
 	 * each a power of two (the block layer takes no other atomic write)
 	 * even where max_write_size is not one.
 	 */
-	if (atomic) {
+	if (pieces) {
 		max_sectors = min(max_sectors,
 				  lbs_atomic_sectors(cc, bio, offset));
 		max_sectors = rounddown_pow_of_two(max_sectors);
@@ -657,7 +672,7 @@ int lbs_map(struct dm_target *ti, struct bio *bio)
 	io->req = NULL;
 	io->own_req_used = false;
 	io->restart_wait = false;
-	io->atomic = atomic;
+	io->atomic_pieces = pieces;
 	init_completion(&io->restart);
 	/* zoned: a write ends its requests before the bio goes on */
 	io->write_inline = cc->write_inline && bio_data_dir(bio) == WRITE;
