@@ -44,6 +44,10 @@ DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 NEWER = ["linux-source-*"]
 NEWER_SUITES = {"unstable": ("unstable", "sid"), "experimental": ("experimental", "rc-buggy"),
                 "trixie-backports": ("trixie-backports",)}
+# How the pin names each suite's Release: by archive (a=) where that name is
+# the suite's own, by codename (n=) for trixie-backports, whose archive name is
+# stable-backports (oldstable-backports once Debian 14 is out).
+PIN_FIELD = {"trixie-backports": "n"}
 
 
 def one_line(path):
@@ -131,13 +135,14 @@ def preferences():
         if not first:
             print()
         first = False
+        field = PIN_FIELD.get(suite, "a")
         print("Package: *")
-        print(f"Pin: release a={suite}")
+        print(f"Pin: release {field}={suite}")
         print("Pin-Priority: -1")
         for name in NEWER:
             print()
             print(f"Package: {name}")
-            print(f"Pin: release a={suite}")
+            print(f"Pin: release {field}={suite}")
             print("Pin-Priority: 500")
     return 0
 
