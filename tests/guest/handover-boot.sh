@@ -47,6 +47,15 @@ log=$(journalctl -b -o cat -u lbscrypt@lbsone.service 2>&1 || true)
 while IFS= read -r line; do echo "   lbscrypt@lbsone| $line"; done <<<"$log"
 probe=$(journalctl -b -o cat -u modprobe@dm_crypt_lbs.service 2>&1 || true)
 echo "   modprobe@dm_crypt_lbs: $(systemctl is-active modprobe@dm_crypt_lbs.service || true); $(tr '\n' ' ' <<<"$probe")"
+# the rule handover-check leaves in /etc/modprobe.d: the kernel's request for
+# dm-crypt went through it, and it chose the kernel's own module by its version
+klog=$(journalctl -k -b -o cat 2>/dev/null || dmesg)
+said=$(grep -F 'dm-crypt-lbs: ' <<<"$klog" | tr '\n' ' ' || true)
+want="dm-crypt-lbs: kernel $(uname -r): its own dm_crypt is crypt v1.30.0 ("
+chose=$(grep -cF "$want" <<<"$klog" || true)
+fell=$(grep -c 'dm_crypt_lbs did not load' <<<"$klog" || true)
+check "the modprobe rule loaded the kernel's own dm_crypt by its version, no fallback (kernel log: ${said:-none})" \
+	[ "$((chose >= 1 && fell == 0))" = 1 ]
 
 # --- lbsone: opened by its unit through the in-tree target, mounted at boot
 unit=lbscrypt@lbsone.service
