@@ -135,7 +135,7 @@ systemd-check: deps deb
 
 # The hand-over to a kernel whose own dm_crypt is 1.30.0 (tests/handover-check):
 # volumes written by dm-crypt-lbs on arm64-64k, then, our package removed and
-# mainline's 1.30.0 stand-in in the stock module's place, opened at boot by the
+# the v2 reference (1.30.0) in the stock module's place, opened at boot by the
 # lbscrypttab units under systemd, mounted and read back. Logs in build/handover-check/.
 handover-check: deps deb
 	@tests/handover-check
@@ -165,7 +165,7 @@ tools-fuzz: tools-asan-build
 SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init qemu/rootfs/systemd/lbs-command \
 	$(wildcard tests/guest/*.sh bench/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/qemu-run-test tests/fetch-check \
 		tests/rig-helpers-test tests/matrix-tree-check tests/newest-kernel-check tests/zoned-nvme-check tests/relabel-check tests/dkms-check tests/deb-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
-		tools/cmake/manpage.sh tools/initramfs/hook tools/initramfs/local-top) .ci/run
+		tools/cmake/manpage.sh tools/initramfs/hook tools/initramfs/local-top kmod/dkms-kernel-hook) .ci/run
 
 lint-shell:
 	@shellcheck -x $(SHELL_SCRIPTS)

@@ -11,7 +11,9 @@
 #               fails) and tests/deb-check (contents, Depends, man page, bash
 #               completion)
 #   dkms-check  dkms build of the dkms package against the rig kernels' kbuild
-#               trees (KERNELS, default all), never the host's /lib/modules
+#               trees (KERNELS, default all), never the host's /lib/modules; and
+#               the path apt takes for a new kernel, with the tool's package's
+#               lbscrypt (check --kernel), in a private mount namespace
 #
 # Packages they need: packaging/host-packages and tools/deps.txt (`make deps`).
 
@@ -54,5 +56,5 @@ deb-lint: deb
 	@echo "lintian: no errors or warnings in $(notdir $(DEB_FILES) $(DEB_SOURCES))"
 	@LBS_BUILD=$(DEB_BUILD) $(DEB_TOP)/tests/deb-check
 
-dkms-check: deb-dkms
+dkms-check: deb-dkms deb-tools
 	@LBS_BUILD=$(DEB_BUILD) $(DEB_TOP)/tests/dkms-check $(KERNELS)

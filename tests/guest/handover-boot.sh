@@ -1,15 +1,18 @@
 #!/bin/bash
-# DESCRIPTION: the second boot of tests/handover-check: mainline's 1.30.0 reads them
+# DESCRIPTION: the second boot of tests/handover-check: the v2 reference as the kernel's own dm_crypt (1.30.0) reads them
 #
 # handover-boot.sh TOKEN SUMS: the second boot of tests/handover-check: Debian's
 # systemd as PID 1 (qemu/run --init systemd --module none), dm-crypt-lbs not
-# installed, the kernel's dm-crypt.ko replaced by mainline's 1.30.0 stand-in
-# (target crypt, module dm_crypt). /etc/lbscrypttab names lbsone (the disk
+# installed, the kernel's dm-crypt.ko replaced by the v2 reference built as
+# crypt (1.30.0; target crypt, module dm_crypt). /etc/lbscrypttab names lbsone (the disk
 # virtio-lbsone, sector size 65536), /etc/fstab mounts it on /srv/one; lbstwo
 # is left for `lbscrypt open` by hand. Both were written by dm-crypt-lbs in the
 # first boot (handover-write.sh, which printed SUMS). Checks, one line each:
-# what is installed and loaded, the unit and the mount of lbsone, the data of
-# both volumes; then writes /handed-over to lbsone for the host to read back.
+# what is installed and loaded, that lbscrypt check --kernel reads 1.30.0 from
+# the kernel's own module file and says it is enough to hand over (the answer
+# the initramfs hook, DKMS and the modprobe rule go by), the unit and the mount
+# of lbsone, the data of both volumes; then writes /handed-over to lbsone for
+# the host to read back.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -36,10 +39,23 @@ check "no dm-crypt-lbs source under /usr/src ($(echo /usr/src/*))" [ -z "$(compg
 check "dm_crypt_lbs is not loaded" [ ! -d /sys/module/dm_crypt_lbs ]
 check "dm_crypt, the kernel's own module, is loaded ($(modinfo -n dm_crypt 2>&1))" [ -d /sys/module/dm_crypt ]
 check "the crypt target is 1.30.0 ($(target_version crypt))" [ "$(target_version crypt)" = v1.30.0 ]
+rc=0
+said=$(lbscrypt check --kernel "$(uname -r)" 2>&1) || rc=$?
+want="kernel $(uname -r): its own dm_crypt is crypt v1.30.0 ($(modinfo -n dm_crypt)): enough to hand over, it serves crypt there and dm_crypt_lbs is not needed"
+check "lbscrypt check --kernel reads 1.30.0 from the kernel's own module and says hand over (exit $rc: $said)" [ "$rc:$said" = "0:$want" ]
 log=$(journalctl -b -o cat -u lbscrypt@lbsone.service 2>&1 || true)
 while IFS= read -r line; do echo "   lbscrypt@lbsone| $line"; done <<<"$log"
 probe=$(journalctl -b -o cat -u modprobe@dm_crypt_lbs.service 2>&1 || true)
 echo "   modprobe@dm_crypt_lbs: $(systemctl is-active modprobe@dm_crypt_lbs.service || true); $(tr '\n' ' ' <<<"$probe")"
+# the rule handover-check leaves in /etc/modprobe.d: the kernel's request for
+# dm-crypt went through it, and it chose the kernel's own module by its version
+klog=$(journalctl -k -b -o cat 2>/dev/null || dmesg)
+said=$(grep -F 'dm-crypt-lbs: ' <<<"$klog" | tr '\n' ' ' || true)
+want="dm-crypt-lbs: kernel $(uname -r): its own dm_crypt is crypt v1.30.0 ("
+chose=$(grep -cF "$want" <<<"$klog" || true)
+fell=$(grep -c 'dm_crypt_lbs did not load' <<<"$klog" || true)
+check "the modprobe rule loaded the kernel's own dm_crypt by its version, no fallback (kernel log: ${said:-none})" \
+	[ "$((chose >= 1 && fell == 0))" = 1 ]
 
 # --- lbsone: opened by its unit through the in-tree target, mounted at boot
 unit=lbscrypt@lbsone.service

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DESCRIPTION: ours against mainline's dm-crypt 1.30.0 at every sector size above 4096
+# DESCRIPTION: ours against the v2 reference (dm-crypt 1.30.0) at every sector size above 4096
 # BOOT: both
 # KERNELS: page>4096
 # FULL-KERNELS: page>4096
@@ -9,9 +9,10 @@
 # NEEDS: mainline-ref
 # ORDER: 210
 #
-# mainline.sh: ours against mainline's dm-crypt 1.30.0 at every sector size above
-# 4096 this kernel takes (8192 to the page size). The reference is this kernel's
-# own in-tree dm-crypt with the edits of the v2 patch mainline took, as target
+# mainline.sh: ours against the v2 reference (dm-crypt 1.30.0) at every sector size
+# above 4096 this kernel takes (8192 to the page size). The reference is this
+# kernel's own in-tree dm-crypt with the edits of the v2 patch (no mainline
+# release through 7.3.x has it), as target
 # crypt_ref (qemu/lib/mainline-dmcrypt builds it; its dm-crypt-ref.ko comes in
 # /lbs/files). Needs `--module both` (stock as crypt, ours as crypt_lbs); loads
 # the reference beside them, so all three run in one boot.

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-only
-"""mainline.py: mainline's dm-crypt 1.30.0, stood in for at test time, and the
-judge of the guest test that compares ours with it.
+"""mainline.py: the v2 reference, dm-crypt 1.30.0 as the v2 patch makes it, built
+at test time, and the judge of the guest test that compares ours with it.
 
-Mainline takes the larger encryption sector in 7.4 at the earliest, as commit
-1acc65c30f85 ("dm-crypt: allow encryption sector size up to PAGE_SIZE") of the
-device-mapper tree (target 1.30.0, the seed's v2). Until Debian carries a 7.4 rc
-this stand-in is made from each rig kernel's own drivers/md/dm-crypt.c (Debian's
+The larger encryption sector was posted upstream as the v2 patch "dm-crypt:
+allow encryption sector size up to PAGE_SIZE" (target 1.30.0, the seed's v2); no
+mainline release through 7.3.x has it, so this is not mainline's code but the
+v2 reference: each rig kernel's own drivers/md/dm-crypt.c (Debian's
 linux-source of that kernel, taken at test time by qemu/lib/mainline-dmcrypt;
 no kernel code is kept in this repository) with exactly the edits the v2 diff
-makes; once Debian carries a 7.4 rc, its real in-tree module replaces it.
+makes. Where a Debian kernel's own dm-crypt reports 1.30.0, that module is
+the one to compare with.
 
     mainline.py edit IN OUT [--name crypt_ref]
         Write IN (a kernel's dm-crypt.c) with the v2 edits to OUT, the target
@@ -54,7 +55,7 @@ def edits(name, have_blk_max):
         ("the bound defined after POOL_ENTRY_SIZE",
          "#define POOL_ENTRY_SIZE\t512\n\nstatic DEFINE_SPINLOCK(dm_crypt_clients_lock);\n",
          "#define POOL_ENTRY_SIZE\t512\n\n"
-         "/* test-only stand-in for mainline 1.30.0: the largest sector_size */\n"
+         "/* test-only v2 reference (1.30.0): the largest sector_size */\n"
          "#define %s\t%s\n\n"
          "static DEFINE_SPINLOCK(dm_crypt_clients_lock);\n" % (BOUND_NAME, bound)),
         ("sector_size read with %u",

@@ -58,6 +58,29 @@ TEST_CASE("the largest sector size: version x page size x type", "[gating]") {
   }
 }
 
+TEST_CASE("check_sector_size with no target loaded: above 4096 needs 1.30.0", "[gating]") {
+  // caps.version is what a not-yet-loaded target leaves: nothing. Even a 1.30.0 there is not
+  // trusted while target_loaded is false.
+  const Capabilities caps{kLbs, 65536};
+  const auto refused = lbscrypt::check_sector_size(8192, caps, MappingType::plain, false);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::refused);
+  CHECK(refused.error().message ==
+        "no crypt target is loaded; sector size 8192 needs v1.30.0: load dm-crypt-lbs");
+  CHECK(lbscrypt::check_sector_size(4096, caps, MappingType::plain, false).ok());
+  CHECK(lbscrypt::check_sector_size(8192, caps, MappingType::plain, true).ok());
+  // LUKS, invalid sizes and sizes above 65536 keep their own reasons
+  const auto luks = lbscrypt::check_sector_size(8192, caps, MappingType::luks, false);
+  REQUIRE_FALSE(luks.ok());
+  CHECK(luks.error().code == Errc::luks_refused);
+  const auto odd = lbscrypt::check_sector_size(6144, caps, MappingType::plain, false);
+  REQUIRE_FALSE(odd.ok());
+  CHECK(odd.error().code == Errc::invalid_argument);
+  const auto huge = lbscrypt::check_sector_size(131072, caps, MappingType::plain, false);
+  REQUIRE_FALSE(huge.ok());
+  CHECK_THAT(huge.error().message, Catch::Contains("exceeds 65536"));
+}
+
 TEST_CASE("check_sector_size: a decision table with reasons", "[gating]") {
   struct Row {
     std::uint64_t size = 0;

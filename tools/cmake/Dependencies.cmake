@@ -21,6 +21,10 @@ lbscrypt_import_library(crypto openssl/evp.h crypto)
 find_path(crypto_CONFIG_INCLUDE_DIR openssl/configuration.h REQUIRED)
 set_property(TARGET lbscrypt::crypto APPEND PROPERTY
   INTERFACE_INCLUDE_DIRECTORIES "${crypto_CONFIG_INCLUDE_DIR}")
+# liblzma and libzstd unpack a kernel's dm-crypt.ko.xz / .ko.zst to read its target's version
+# (lbscrypt check --kernel); dpkg needs both, so every Debian system has them.
+lbscrypt_import_library(lzma lzma.h lzma)
+lbscrypt_import_library(zstd zstd.h zstd)
 find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)

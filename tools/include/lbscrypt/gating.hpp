@@ -32,6 +32,12 @@ struct Capabilities {
 [[nodiscard]] Result<void> check_sector_size(std::uint64_t sector_size, const Capabilities &caps,
                                              MappingType type);
 
+// The same, where no crypt target may be registered yet (`target_loaded` false: its version is
+// not known, `caps.version` means nothing): a plain size above 4096 that a 1.30.0 target would
+// take is refused, naming the version it needs; every other size is judged as above.
+[[nodiscard]] Result<void> check_sector_size(std::uint64_t sector_size, const Capabilities &caps,
+                                             MappingType type, bool target_loaded);
+
 enum class Outcome {
   accepted,            // loads, with the sector size as written
   refused,             // -EINVAL

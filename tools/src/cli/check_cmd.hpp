@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // `lbscrypt check`: what this kernel (or an assumed one) allows, and whether a sector size
-// loads; with --device, the torn-sector warning for a mapping there.
+// loads; with --device, the torn-sector warning for a mapping there. With --kernel RELEASE,
+// instead: that kernel's own crypt target, read from its dm-crypt module file, and whether it
+// is enough to hand over (exit 0) or dm-crypt-lbs serves crypt there (exit 1).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,8 @@ struct CheckArgs {
   std::optional<std::uint64_t> sector_size;
   std::optional<std::string> device;
   std::string type = "plain";
+  std::optional<std::string> kernel;
+  std::string modules_dir = "/lib/modules";
   bool json = false;
   EnvironmentArgs environment;
 };

@@ -170,6 +170,23 @@ void print_table(std::ostream &out, const CryptTable &table, std::string_view ta
   out << ',' << std::string_view(body.str()).substr(1) << '\n';
 }
 
+void print_in_tree(std::ostream &out, const InTreeCrypt &in_tree, bool json_output) {
+  if (!json_output) {
+    out << describe(in_tree) << '\n';
+    return;
+  }
+  const bool has_file =
+      in_tree.state == InTreeState::module || in_tree.state == InTreeState::unreadable;
+  json j{{"kernel", in_tree.release},
+         {"in_tree", to_string(in_tree.state)},
+         {"file", has_file ? json(in_tree.file.string()) : json(nullptr)},
+         {"target_version", in_tree.version ? json(to_string(*in_tree.version)) : json(nullptr)},
+         {"hand_over", enough_to_hand_over(in_tree)},
+         {"reason", describe(in_tree)}};
+  write_json(out, j);
+  out << '\n';
+}
+
 void print_check(std::ostream &out, const CheckReport &report, std::string_view target_type,
                  bool json_output) {
   const std::string version = version_text(report.known);

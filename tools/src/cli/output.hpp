@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "lbscrypt/benchmark.hpp"
+#include "lbscrypt/in_tree.hpp"
 #include "lbscrypt/operations.hpp"
 
 namespace lbscrypt::cli {
@@ -14,6 +15,8 @@ namespace lbscrypt::cli {
 // The table line goes straight from locked memory to the stream (it carries the key).
 void print_table(std::ostream &out, const CryptTable &table, std::string_view target_type,
                  const KnownCapabilities &known, bool json, KeyDisplay keys = KeyDisplay::show);
+// `check --kernel`: one line (describe()), or JSON with the same facts.
+void print_in_tree(std::ostream &out, const InTreeCrypt &in_tree, bool json_output);
 void print_check(std::ostream &out, const CheckReport &report, std::string_view target_type,
                  bool json);
 // cryptsetup status's lines and field names, then lbscrypt's own (dm device, target).

@@ -220,6 +220,18 @@ Result<void> check_sector_size(std::uint64_t sector_size, const Capabilities &ca
                                 sector_size, caps.page_size, bound));
 }
 
+Result<void> check_sector_size(std::uint64_t sector_size, const Capabilities &caps,
+                               MappingType type, bool target_loaded) {
+  if (!target_loaded && type == MappingType::plain && sector_size > kPortableMaxSectorSize &&
+      sector_size <= kBlockLayerMaxSectorSize && is_power_of_two(sector_size)) {
+    return make_error(Errc::refused,
+                      fmt::format("no crypt target is loaded; sector size {} needs v{}: load "
+                                  "dm-crypt-lbs",
+                                  sector_size, to_string(kLargeSectorVersion)));
+  }
+  return check_sector_size(sector_size, caps, type);
+}
+
 Prediction predict(const CryptTable &table, const TargetVersion &version, std::uint32_t page_size) {
   for (const auto &why :
        {range_refusal(table), device_refusal(table.device), cipher_refusal(table)}) {

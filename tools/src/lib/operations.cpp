@@ -15,17 +15,6 @@ namespace lbscrypt {
 
 namespace {
 
-Result<void> gate(std::uint64_t sector_size, const KnownCapabilities &known, MappingType type) {
-  if (!known.target_loaded && type == MappingType::plain && sector_size > kPortableMaxSectorSize &&
-      sector_size <= kBlockLayerMaxSectorSize && is_power_of_two(sector_size)) {
-    return make_error(Errc::refused,
-                      fmt::format("no crypt target is loaded; sector_size {} needs v{}: load "
-                                  "dm-crypt-lbs",
-                                  sector_size, to_string(kLargeSectorVersion)));
-  }
-  return check_sector_size(sector_size, known.caps, type);
-}
-
 // The mapping's length in sectors, from --size or the device; and the LUKS rule. --size
 // never skips the device: a path that exists must be a block device (or a regular file,
 // which open attaches to a loop device), and --size must fit in it. Only a table for another
@@ -212,7 +201,9 @@ Result<CryptTable> prepare_table(const MappingRequest &given, const Environment 
   if (!known) {
     return known.error();
   }
-  if (const auto gated = gate(request.sector_size, *known, request.type); !gated) {
+  if (const auto gated =
+          check_sector_size(request.sector_size, known->caps, request.type, known->target_loaded);
+      !gated) {
     return gated.error();
   }
   if (const auto cipher = parse_cipher_spec(request.cipher); !cipher) {
@@ -330,7 +321,9 @@ Result<CheckReport> check(const Environment &env, std::optional<std::uint64_t> s
     report.max_plain = kPortableMaxSectorSize;
   }
   if (sector_size) {
-    if (const auto verdict = gate(*sector_size, *known, type); !verdict) {
+    if (const auto verdict =
+            check_sector_size(*sector_size, known->caps, type, known->target_loaded);
+        !verdict) {
       report.refusal = verdict.error();
     }
   }

@@ -178,14 +178,8 @@ std::uint64_t plan_largest_dividing(std::uint64_t bytes) {
 Result<void> plan_check_side(const CryptSide &side, const KnownCapabilities &known,
                              std::string_view which) {
   const std::uint32_t sector = side.sector_size;
-  if (!known.target_loaded && sector > kPortableMaxSectorSize &&
-      sector <= kBlockLayerMaxSectorSize && is_power_of_two(sector)) {
-    return make_error(Errc::refused,
-                      fmt::format("{}: no crypt target is loaded; sector size {} needs v{}: load "
-                                  "dm-crypt-lbs",
-                                  which, sector, to_string(kLargeSectorVersion)));
-  }
-  if (auto gated = check_sector_size(sector, known.caps, MappingType::plain); !gated) {
+  if (auto gated = check_sector_size(sector, known.caps, MappingType::plain, known.target_loaded);
+      !gated) {
     return make_error(gated.error().code, fmt::format("{}: {}", which, gated.error().message));
   }
   if (side.iv_large_sectors && sector <= kSectorBytes) {
