@@ -174,6 +174,19 @@ put() {
 	dd if="$1" of="$2" bs="${3:-$(io_bs "$2")}" oflag=direct conv=fsync status=none
 }
 
+# state_fs DIR SIZE: ext4 on a loop device over a file of SIZE in /tmp, mounted
+# on DIR (a reencrypt state file's place: the tool refuses tmpfs); undone at exit.
+state_fs() {
+	local loop
+	truncate -s "$2" "/tmp/${1##*/}.img"
+	loop=$(losetup --find --show "/tmp/${1##*/}.img") || fail "losetup of /tmp/${1##*/}.img failed"
+	on_exit losetup -d "$loop"
+	mkfs.ext4 -q -F "$loop" >/dev/null || fail "mkfs.ext4 of the state filesystem failed"
+	mkdir -p "$1"
+	mount "$loop" "$1" || fail "cannot mount the state filesystem on $1"
+	on_exit umount "$1"
+}
+
 # fio_clean LOG: true when a fio log shows no error: no job with err= other than 0
 # and no verification failure (fio can exit 0 with either printed).
 fio_clean() {

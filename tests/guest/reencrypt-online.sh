@@ -47,13 +47,8 @@ bytes=$((64 << 20))
 registry=/etc/lbscrypt/reencrypt
 
 state_dir=/mnt/reenc-online-state
-truncate -s 160M /tmp/reenc-online-state.img
-loopdev=$(losetup --find --show /tmp/reenc-online-state.img) || fail "losetup failed"
-on_exit losetup -d "$loopdev"
-mkfs.ext4 -q -F "$loopdev" >/dev/null || fail "mkfs.ext4 of the state filesystem failed"
-mkdir -p "$state_dir" "$mnt"
-mount "$loopdev" "$state_dir" || fail "cannot mount the state filesystem"
-on_exit umount "$state_dir"
+state_fs "$state_dir" 160M
+mkdir -p "$mnt"
 on_exit rm -rf "$registry"
 on_exit dm_remove "$name"
 on_exit umount "$mnt"

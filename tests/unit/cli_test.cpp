@@ -42,6 +42,7 @@ class KernelRef final : public lbscrypt::Kernel {
   }
   lbscrypt::Result<void> remove(std::string_view n) override { return fake_.remove(n); }
   lbscrypt::Result<lbscrypt::DeviceInfo> info(std::string_view n) override { return fake_.info(n); }
+  lbscrypt::Result<std::vector<std::string>> list() override { return fake_.list(); }
   lbscrypt::Result<std::vector<lbscrypt::TargetLine>> table(std::string_view n) override {
     return fake_.table(n);
   }

@@ -149,6 +149,14 @@ class FakeKernel final : public Kernel {
     return it->second.info;
   }
 
+  Result<std::vector<std::string>> list() override {
+    std::vector<std::string> names;
+    for (const auto &item : mappings) {
+      names.push_back(item.first);
+    }
+    return names;
+  }
+
   Result<std::vector<TargetLine>> table(std::string_view name) override {
     if (fail_table) {
       return make_error(Errc::kernel, "cannot read the table of " + std::string(name));

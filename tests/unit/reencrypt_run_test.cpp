@@ -556,3 +556,82 @@ TEST_CASE("reencrypt run: --update-tab refusals before a byte is written", "[ree
   CHECK_FALSE(fs::exists(f.state));
   CHECK(f.registry_empty());
 }
+
+TEST_CASE("reencrypt run: --resume refuses a device without the run's identity, asking no key",
+          "[reencrypt]") {
+  RunFixture f;
+  f.stop_after_first = true;
+  REQUIRE(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()).ok());
+  // The state as a run on a loop device would have recorded it: the stand-in device (a file
+  // here) is no block device, and no device in the fixture's empty sysfs has that file.
+  auto state = lbscrypt::read_state(f.state);
+  REQUIRE(state.ok());
+  lbscrypt::DeviceFingerprint loop;
+  loop.size_bytes = kRunTestBytes;
+  loop.loop = lbscrypt::LoopBacking{"/srv/a.img", {8, 1}, 99, 0, 0};
+  state->device_identity = loop;
+  REQUIRE(lbscrypt::write_state(f.state, *state).ok());
+  const Bytes before = f.volume.raw;
+  f.keys_asked = 0;
+  f.stop_after_first = false;
+  const auto refused = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::refused);
+  CHECK(refused.error().message ==
+        f.device +
+            " is no block device now, and no device is the run's (a loop device over "
+            "/srv/a.img, inode 99 on 8:1): attach or connect it and resume");
+  CHECK(f.keys_asked == 0);
+  CHECK(f.volume.made == 1);  // the first run's only
+  CHECK(f.volume.raw == before);
+  CHECK(fs::exists(f.state));
+}
+
+TEST_CASE("reencrypt run: --resume removes what a killed run left, unless it is open",
+          "[reencrypt]") {
+  RunFixture f;
+  f.stop_after_first = true;
+  REQUIRE(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()).ok());
+  const auto state = lbscrypt::read_state(f.state);
+  REQUIRE(state.ok());
+  // What a kill -9 leaves: the run's two private mappings (names and uuids written out here
+  // as reencrypt_io.hpp describes them), beside a mapping that is not the run's.
+  const std::string prefix = "lbscrypt-reenc-" + state->run_id.substr(0, 16) + "-";
+  for (const std::string side : {"old", "new"}) {
+    lbscrypt::CreateRequest request;
+    request.name = prefix + side;
+    request.uuid = "LBSCRYPT-REENC-" + state->run_id + "-" + side;
+    request.length = kRunTestBytes / 512;
+    request.params.append("aes-xts-plain64 00 0 7:0 0");
+    REQUIRE(f.kernel.create(request).ok());
+  }
+  lbscrypt::CreateRequest other;
+  other.name = "vol";
+  other.uuid = "CRYPT-PLAIN-vol";
+  other.length = 8;
+  other.params.append("aes-xts-plain64 00 0 7:1 0");
+  REQUIRE(f.kernel.create(other).ok());
+  f.stop_after_first = false;
+
+  SECTION("one open: refused, nothing removed or written, no key asked") {
+    f.kernel.mappings.at(prefix + "new").info.open_count = 1;
+    const Bytes before = f.volume.raw;
+    f.keys_asked = 0;
+    const auto refused = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::busy);
+    CHECK_THAT(refused.error().message,
+               Catch::StartsWith("the run's private mapping " + prefix + "new (dm-1) is open"));
+    CHECK(f.kernel.mappings.size() == 3);
+    CHECK(f.keys_asked == 0);
+    CHECK(f.volume.raw == before);
+  }
+  SECTION("closed: removed, and the run finishes") {
+    const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+    REQUIRE(resumed.ok());
+    CHECK(resumed->report.outcome == EngineOutcome::finished);
+    CHECK(f.read_new() == f.plain);
+    REQUIRE(f.kernel.mappings.size() == 1);
+    CHECK(f.kernel.mappings.contains("vol"));
+  }
+}

@@ -79,6 +79,8 @@ class Kernel {
   [[nodiscard]] virtual Result<void> remove(std::string_view name) = 0;
   // Errc::not_found when no such mapping exists.
   [[nodiscard]] virtual Result<DeviceInfo> info(std::string_view name) = 0;
+  // The names of every mapping there is (dmsetup ls), in no particular order.
+  [[nodiscard]] virtual Result<std::vector<std::string>> list() = 0;
   [[nodiscard]] virtual Result<std::vector<TargetLine>> table(std::string_view name) = 0;
   // Suspends a mapping. With `lockfs` the filesystem on it is frozen first, so its writes are
   // on the device and no new ones come until resume. A suspended mapping stays suspended.

@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lbscrypt/reencrypt_identity.hpp"
 #include "lbscrypt/result.hpp"
 #include "lbscrypt/secret.hpp"
 
@@ -78,12 +79,15 @@ inline constexpr std::uint64_t kMaxHotzoneBytes = std::uint64_t{1} << 30U;
 
 struct ReencryptState {
   std::uint32_t format = kStateFormat;
-  std::string run_id;            // 32 lower-case hex characters, random; also in every journal slot
-  std::string device;            // the path given (canonical: absolute, links resolved)
-  std::string device_id;         // the registry's stable id of the device (reencrypt_registry)
-  std::uint64_t offset = 0;      // 512-byte sectors on the device where the data starts
-  std::uint64_t skip = 0;        // iv_offset, 512-byte sectors
-  std::uint64_t data_bytes = 0;  // the data's length, a multiple of the larger sector
+  std::string run_id;     // 32 lower-case hex characters, random; also in every journal slot
+  std::string device;     // the path given (canonical: absolute, links resolved)
+  std::string device_id;  // the registry's stable id of the device (reencrypt_registry)
+  // What the device is made of (reencrypt_identity.hpp), recorded when the run starts;
+  // nullopt in a state an older lbscrypt wrote ("device_identity" absent).
+  std::optional<DeviceFingerprint> device_identity;
+  std::uint64_t offset = 0;         // 512-byte sectors on the device where the data starts
+  std::uint64_t skip = 0;           // iv_offset, 512-byte sectors
+  std::uint64_t data_bytes = 0;     // the data's length, a multiple of the larger sector
   std::uint64_t hotzone_bytes = 0;  // a multiple of every alignment (see hotzone_alignment)
   CryptSide old_side;
   CryptSide new_side;

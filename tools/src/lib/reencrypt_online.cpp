@@ -9,6 +9,8 @@
 #include <utility>
 #include <variant>
 
+#include "lbscrypt/reencrypt_io.hpp"
+
 namespace lbscrypt {
 
 namespace {
@@ -173,10 +175,10 @@ Result<void> check_live_holder(const LiveMapping &live, const std::string &devic
       fmt::format("device-mapper mapping {} (dm-{})", live.name, live.info.minor);
   // user_of joins the holders with ", "; a run's private mappings are lbscrypt-reenc-<16 hex
   // of its id>-old and -new (reencrypt_io.hpp).
-  const std::string run_prefix = run_id.size() >= kOnlineRunNameChars
-                                     ? fmt::format("device-mapper mapping lbscrypt-reenc-{}-",
-                                                   run_id.substr(0, kOnlineRunNameChars))
-                                     : std::string{};
+  const std::string run_prefix =
+      run_id.size() >= kOnlineRunNameChars
+          ? "device-mapper mapping " + reencrypt_mapping_name_prefix(run_id)
+          : std::string{};
   bool found = false;
   std::string others;
   const std::string_view text = user ? std::string_view(*user) : std::string_view{};

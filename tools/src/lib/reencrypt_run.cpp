@@ -11,6 +11,8 @@
 #include <utility>
 
 #include "lbscrypt/crypttab.hpp"
+#include "lbscrypt/reencrypt_identity.hpp"
+#include "lbscrypt/reencrypt_leftovers.hpp"
 #include "lbscrypt/reencrypt_online.hpp"
 #include "lbscrypt/reencrypt_plan.hpp"
 #include "lbscrypt/reencrypt_registry.hpp"
@@ -129,6 +131,25 @@ RunDevice run_device(const std::string &device, const std::filesystem::path &sys
   return RunDevice{std::move(identity), std::move(key)};
 }
 
+// What the device is made of (reencrypt_identity.hpp), recorded in the state. A device sysfs
+// cannot describe (a loop device over a deleted file) could not be found again: refused.
+// nullopt only for a path that stat does not see as a block device (the unit tests' stand-in).
+Result<std::optional<DeviceFingerprint>> run_identity(const std::string &device,
+                                                      const RunDevice &where,
+                                                      const std::filesystem::path &sysfs) {
+  if (!where.identity.number) {
+    return std::optional<DeviceFingerprint>{};
+  }
+  auto identity = read_device_fingerprint(sysfs, *where.identity.number);
+  if (!identity) {
+    return make_error(Errc::refused,
+                      fmt::format("{}: {}: --resume could not tell it from another device; give "
+                                  "a device sysfs describes",
+                                  device, identity.error().message));
+  }
+  return std::optional<DeviceFingerprint>(std::move(identity).value());
+}
+
 // The facts every refusal before the keys looks at; the probe comes later.
 Result<PlanFacts> run_facts(const ReencryptRequest &request, const std::string &device,
                             const MappingRequest &old_request, const CryptSide &new_side,
@@ -237,6 +258,22 @@ RegistryEntry run_entry(const ReencryptRequest &request, const ReencryptState &s
   return entry;
 }
 
+// The run's entries filed under another key than the device's now (a loop device's file
+// attached again under another number: its "devt-" key moved), removed. Only ever a leftover
+// beside the run's entry, so a registry that cannot be listed (which every open refuses until
+// it is put right) is left as it is.
+void run_remove_moved_entries(const ReencryptRequest &request, const ReencryptState &state) {
+  const auto entries = list_entries(request.registry_dir);
+  if (!entries) {
+    return;
+  }
+  for (const RegistryEntry &filed : *entries) {
+    if (filed.run_id == state.run_id && filed.device_id != state.device_id) {
+      static_cast<void>(remove_entry(request.registry_dir, filed));
+    }
+  }
+}
+
 // The final switch, the data all converted: the lbscrypttab line (--update-tab) first, then the
 // registry entry and the state. A cut anywhere in it leaves the state, and a --resume does
 // what is left (each step sees whether it was done).
@@ -259,6 +296,7 @@ Result<void> run_final_switch(const ReencryptRequest &request, const ReencryptSt
   if (auto r = remove_entry(request.registry_dir, run_entry(request, state)); !r) {
     return r;
   }
+  run_remove_moved_entries(request, state);
   return remove_state(request.state);
 }
 
@@ -279,10 +317,6 @@ Result<void> finish_run(DeviceReencryptIo &io, const ReencryptRequest &request,
 // the old key's already). nullopt: the run is not that far.
 Result<std::optional<ReencryptOutcome>> run_finish_only(const ReencryptRequest &request,
                                                         const ReencryptState &state) {
-  auto lock = StateLock::acquire(request.state);
-  if (!lock) {
-    return lock.error();
-  }
   {
     auto journal =
         open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes, false);
@@ -336,7 +370,10 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
                                               "finish that one first",
                                               state.device, (*listed)->state));
   }
-  if (!*listed) {  // a new run, or one whose entry is gone: the boot path must see it
+  // A new run, one whose entry is gone, or one whose device moved (its file attached under
+  // another loop number): the boot path must see the device as it is now, then the entry
+  // under the old key goes.
+  if (!*listed || (*listed)->device_id != entry.device_id) {
     if (auto r = add_entry(request.registry_dir, entry); !r) {
       if (create) {
         static_cast<void>(remove_state(request.state));
@@ -344,6 +381,7 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
       return r.error();
     }
   }
+  run_remove_moved_entries(request, state);
   if (create && steps.started) {
     steps.started(state);
   }
@@ -383,20 +421,14 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
 
 // The run itself: the private mappings, for a new run the probe's refusals and the state,
 // then the lock, the journal and the registry entry, and the engine.
+// A resume comes with the state locked (its leftovers were removed under the lock); a new
+// run locks its state once it is written.
 Result<ReencryptOutcome> run_with(const ReencryptRequest &request, const ReencryptState &state,
                                   const SecretBuffer &old_key, const SecretBuffer &new_key,
                                   PlanFacts *facts, const ReencryptSteps &steps,
-                                  std::vector<std::string> warnings, const RunOnline &online) {
+                                  std::vector<std::string> warnings, const RunOnline &online,
+                                  std::optional<StateLock> lock = std::nullopt) {
   const bool create = facts != nullptr;
-  // A second run of the same state waits for nothing: it is refused before it makes mappings.
-  std::optional<StateLock> lock;
-  if (!create) {
-    auto locked = StateLock::acquire(request.state);
-    if (!locked) {
-      return locked.error();
-    }
-    lock.emplace(std::move(locked).value());
-  }
   auto io = steps.make_io(state, old_key, new_key);
   if (!io) {
     return io.error();
@@ -546,11 +578,23 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   state.new_side = request.new_side;
   const std::uint64_t align = hotzone_alignment(state.old_side, state.new_side, 0);
   state.hotzone_bytes = std::max(align, request.hotzone_bytes / align * align);
+  auto identity = run_identity(device, where, request.sysfs);
+  if (!identity) {
+    return identity.error();
+  }
+  state.device_identity = *identity;
   std::vector<std::string> warnings;
   if (!registry_key_survives_reboot(where.key)) {
     warnings.push_back(
-        fmt::format("{} has no id that survives a reboot: if its name changes "
-                    "before the run ends, open and attach no longer see the run",
+        fmt::format("{} has no id that survives a reboot: open and attach know the run by the "
+                    "device's path and number only, so open it under no other name until the run "
+                    "ends (--resume finds it by what it is made of)",
+                    device));
+  }
+  if (*identity && !fingerprint_distinguishes(**identity)) {
+    warnings.push_back(
+        fmt::format("{} has no serial, loop file or device-mapper uuid: --resume "
+                    "knows it by its size, path and number only",
                     device));
   }
   auto old_key = run_key(steps.old_key, state.old_side.key_bytes, "old");
@@ -590,17 +634,57 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   return run_with(request, state, *old_key, *new_key, &*facts, steps, std::move(warnings), online);
 }
 
-// A resume after a reboot: the path the run recorded may name another device now, or none
-// (sdb became sdc, an LVM volume another dm-N). When the run's key is a stable id and the path
-// no longer has it, the device that has it now is the run's (the state file keeps the path
-// it recorded: every resume looks again).
-void locate_run_device(ReencryptState &state, const std::filesystem::path &sysfs) {
-  if (run_device(state.device, sysfs).key == state.device_id) {
-    return;
+// A resume: the path the run recorded may name another device now, or none (sdb became sdc,
+// an LVM volume another dm-N, the run's file attached under another loop number), or another
+// device may have taken it (a loop device attached to another file). The device whose
+// identity is the run's is used (bind_run_device), and a device that does not match is
+// refused before anything is written; a "devt-" key follows the device (the registry entry
+// is filed again under it). The state file keeps what it recorded: every resume looks again.
+// A state an older lbscrypt wrote has no identity: its stable id alone decides, as it did.
+Result<void> locate_run_device(ReencryptState &state, const std::filesystem::path &sysfs,
+                               std::vector<std::string> &warnings) {
+  if (!state.device_identity) {
+    const RunDevice at = run_device(state.device, sysfs);
+    std::error_code error;
+    if (!std::filesystem::is_regular_file(state.device, error)) {  // the unit tests' stand-in
+      warnings.push_back(
+          fmt::format("the state file records no identity of the device (an "
+                      "older lbscrypt started the run): only its id {} was "
+                      "checked",
+                      state.device_id));
+    }
+    if (at.key == state.device_id) {
+      return {};
+    }
+    if (auto moved = find_device_by_stable_id(sysfs, state.device_id)) {
+      state.device = std::move(moved).value();
+    }
+    return {};
   }
-  if (auto moved = find_device_by_stable_id(sysfs, state.device_id)) {
-    state.device = std::move(moved).value();
+  const RunDevice at = run_device(state.device, sysfs);
+  auto bound = bind_run_device(sysfs, state.device, at.identity.number, *state.device_identity);
+  if (!bound) {
+    return bound.error();
   }
+  state.device = std::move(bound).value();
+  if (!registry_key_survives_reboot(state.device_id)) {
+    state.device_id = run_device(state.device, sysfs).key;
+  }
+  return {};
+}
+
+// The private mappings a killed run left (reencrypt_leftovers.hpp), removed: the state is
+// locked. A mapping of the run that is open refuses the resume.
+Result<void> run_remove_leftovers(const ReencryptRequest &request, const ReencryptState &state,
+                                  const Environment &env) {
+  if (env.kernel == nullptr) {
+    return {};
+  }
+  auto removed = remove_run_leftovers(*env.kernel, request.sysfs, state.run_id);
+  if (!removed) {
+    return removed.error();
+  }
+  return {};
 }
 
 // What every resume checks before anything else, offline or online: the device is still the
@@ -671,7 +755,19 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
   if (!state) {
     return state.error();
   }
-  locate_run_device(*state, request.sysfs);
+  std::vector<std::string> warnings;
+  if (auto r = locate_run_device(*state, request.sysfs, warnings); !r) {
+    return r.error();
+  }
+  // A second run of the same state waits for nothing: it is refused before it touches a
+  // mapping. Under the lock, what a killed run left goes first: its mappings hold the device.
+  auto locked = StateLock::acquire(request.state);
+  if (!locked) {
+    return locked.error();
+  }
+  if (auto r = run_remove_leftovers(request, *state, env); !r) {
+    return r.error();
+  }
   auto checked = resume_checked(request, *state, env);
   if (!checked) {
     return checked.error();
@@ -697,7 +793,8 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
   if (!keys) {
     return keys.error();
   }
-  return run_with(request, *state, keys->old_key, keys->new_key, nullptr, steps, {}, RunOnline{});
+  return run_with(request, *state, keys->old_key, keys->new_key, nullptr, steps,
+                  std::move(warnings), RunOnline{}, std::move(locked).value());
 }
 
 // Online --resume and --abort. A kill -9 may have left NAME suspended under a mounted
@@ -713,7 +810,10 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!state) {
     return state.error();
   }
-  locate_run_device(*state, request.sysfs);
+  std::vector<std::string> warnings;
+  if (auto r = locate_run_device(*state, request.sysfs, warnings); !r) {
+    return r.error();
+  }
   auto live = read_live_mapping(*env.kernel, *request.active_name, env.target_type);
   if (!live) {
     return live.error();
@@ -739,6 +839,9 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!locked) {
     return locked.error();
   }
+  if (auto r = run_remove_leftovers(request, *state, env); !r) {
+    return r.error();
+  }
   auto io = steps.make_io(*state, keys->old_key, keys->new_key);
   if (!io) {
     return io.error();
@@ -760,7 +863,7 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
                     live->name, run_abort_hint(request, live->name)),
         position.error().os_errno};
   }
-  ReencryptOutcome outcome{*state, {}, {}, {}, live->name, {}};
+  ReencryptOutcome outcome{*state, {}, {}, std::move(warnings), live->name, {}};
   outcome.report.outcome =
       *position == state->data_bytes ? EngineOutcome::finished : EngineOutcome::stopped;
   outcome.report.progress = Progress{*position, *position, state->data_bytes, 0};

@@ -381,6 +381,10 @@ std::string state_to_json(const ReencryptState &state) {
   out["run_id"] = state.run_id;
   out["device"] = state.device;
   out["device_id"] = state.device_id;
+  if (state.device_identity) {
+    out["device_identity"] =
+        nlohmann::ordered_json::parse(fingerprint_to_json(*state.device_identity));
+  }
   out["offset"] = state.offset;
   out["skip"] = state.skip;
   out["data_bytes"] = state.data_bytes;
@@ -442,10 +446,18 @@ Result<ReencryptState> state_from_json(std::string_view text, const std::string 
                     format->get<std::uint64_t>(), kStateFormat));
     return reader.error();
   }
-  reader.expect_keys(
-      doc, "",
-      {"format", "run_id", "device", "device_id", "offset", "skip", "data_bytes", "hotzone_bytes",
-       "old_side", "new_side", "old_verifier", "new_verifier", "started"});
+  // "device_identity" is absent from the states of an older lbscrypt (reencrypt_identity.hpp).
+  if (doc.contains("device_identity")) {
+    reader.expect_keys(doc, "",
+                       {"format", "run_id", "device", "device_id", "device_identity", "offset",
+                        "skip", "data_bytes", "hotzone_bytes", "old_side", "new_side",
+                        "old_verifier", "new_verifier", "started"});
+  } else {
+    reader.expect_keys(
+        doc, "",
+        {"format", "run_id", "device", "device_id", "offset", "skip", "data_bytes", "hotzone_bytes",
+         "old_side", "new_side", "old_verifier", "new_verifier", "started"});
+  }
   ReencryptState state;
   state.format = reader.number32(doc, "", "format");
   state.run_id = reader.text(doc, "", "run_id", true);
@@ -455,6 +467,14 @@ Result<ReencryptState> state_from_json(std::string_view text, const std::string 
   }
   state.device = reader.text(doc, "", "device", false);
   state.device_id = reader.text(doc, "", "device_id", false);
+  if (!reader.failed() && doc.contains("device_identity")) {
+    auto identity = fingerprint_from_json(doc.at("device_identity").dump(), "device_identity");
+    if (identity) {
+      state.device_identity = std::move(identity).value();
+    } else {
+      reader.fail(identity.error().message);
+    }
+  }
   state.offset = reader.number(doc, "", "offset");
   state.skip = reader.number(doc, "", "skip");
   state.data_bytes = reader.number(doc, "", "data_bytes");
