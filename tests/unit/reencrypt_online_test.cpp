@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fakes.hpp"
+#include "file_bytes.hpp"
 #include "lbscrypt/reencrypt_online.hpp"
 #include "lbscrypt/reencrypt_run.hpp"
 
@@ -341,6 +342,11 @@ class OnlineMemoryIo final : public lbscrypt::DeviceReencryptIo {
     online_crypt_side(state_.new_side, new_key_, cipher, position);
     return write_raw(position, cipher);
   }
+  Result<void> read_new(std::uint64_t position, std::span<std::uint8_t> out) override {
+    static_cast<void>(read_raw(position, out));
+    online_crypt_side(state_.new_side, new_key_, out, position);
+    return {};
+  }
   Result<void> flush() override { return {}; }
   Result<void> close() override { return {}; }
   [[nodiscard]] std::string old_node() const override { return "/dev/dm-old"; }
@@ -374,6 +380,7 @@ struct OnlineFixture {
   std::uint8_t new_key = 0x77;
   std::uint8_t given_old_key = 0x11;
   bool stop_after_first = false;
+  int stop_after = 0;  // stop once this many hotzones were converted (0: never)
   int hotzones_seen = 0;
   std::vector<std::string> checks_failed;  // what the kernel's observer saw go wrong
   int user_writes = 0;
@@ -450,7 +457,10 @@ struct OnlineFixture {
     };
     s.now_utc = [] { return std::string("2026-12-05T00:00:00Z"); };
     s.hooks.progress = [this](const lbscrypt::Progress &) { ++hotzones_seen; };
-    s.hooks.stop = [this] { return stop_after_first && hotzones_seen >= 1; };
+    s.hooks.stop = [this] {
+      return (stop_after_first && hotzones_seen >= 1) ||
+             (stop_after > 0 && hotzones_seen >= stop_after);
+    };
     return s;
   }
 
@@ -503,8 +513,10 @@ struct OnlineFixture {
   [[nodiscard]] std::uint64_t durable_position() const {
     const auto st = lbscrypt::read_state(state);
     REQUIRE(st.ok());
-    auto journal =
-        lbscrypt::open_journal(lbscrypt::journal_path(state), st->run_id, st->hotzone_bytes, false);
+    auto auth = lbscrypt::RunAuth::derive(online_key(old_key), online_key(new_key), st->run_id);
+    REQUIRE(auth.ok());
+    auto journal = lbscrypt::open_journal(lbscrypt::journal_path(state), st->run_id,
+                                          st->hotzone_bytes, false, *auth);
     REQUIRE(journal.ok());
     const auto slots = (*journal)->read_slots();
     REQUIRE(slots.ok());
@@ -666,6 +678,43 @@ TEST_CASE("reencrypt online: a stop between hotzones leaves the mapping live",
   CHECK(resumed->report.outcome == EngineOutcome::finished);
   CHECK(f.users_read() == f.plain);
   CHECK(f.checks_failed.empty());
+}
+
+TEST_CASE("reencrypt online: a journal behind NAME's table is refused", "[reencrypt][online]") {
+  OnlineFixture f;
+  f.stop_after = 1;
+  REQUIRE(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()).ok());
+  const auto state_copy = lbscrypt::test::file_bytes(f.state);
+  const auto journal_copy = lbscrypt::test::file_bytes(lbscrypt::journal_path(f.state));
+  f.stop_after = 3;
+  const auto further = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE(further.ok());
+  REQUIRE(further->report.progress.done_bytes == 3 * kOnlineHotzone);
+  const auto state_now = lbscrypt::test::file_bytes(f.state);
+  const auto journal_now = lbscrypt::test::file_bytes(lbscrypt::journal_path(f.state));
+  const auto put = [&](const fs::path &path, const lbscrypt::test::FileBytes &bytes) {
+    lbscrypt::test::put_bytes(path, 0, bytes);
+  };
+  put(f.state, state_copy);  // the same sizes: the copy overwrites the file whole
+  put(lbscrypt::journal_path(f.state), journal_copy);
+  f.stop_after = 0;
+  const Bytes before = f.volume.raw;
+  const auto refused = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::invalid_argument);
+  CHECK_THAT(refused.error().message,
+             Catch::StartsWith("the journal is older than the device: vol's table has the new "
+                               "parameters up to byte 196608, the journal goes to byte 65536"));
+  CHECK(f.volume.raw == before);
+  CHECK_FALSE(f.kernel.mappings.at("vol").info.suspended);
+  CHECK(f.users_read() == f.plain);
+  // The journal the run last wrote finishes it.
+  put(f.state, state_now);
+  put(lbscrypt::journal_path(f.state), journal_now);
+  const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE(resumed.ok());
+  CHECK(resumed->report.outcome == EngineOutcome::finished);
+  CHECK(f.users_read() == f.plain);
 }
 
 TEST_CASE("reencrypt online: refusals before a byte is written", "[reencrypt][online]") {

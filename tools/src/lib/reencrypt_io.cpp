@@ -114,6 +114,8 @@ class ReencDeviceIo final : public DeviceReencryptIo {
   ~ReencDeviceIo() override {
     static_cast<void>(close_all());
     if (bounce_ != nullptr) {
+      // It carried old ciphertext and plaintext.
+      secure_wipe(bounce_, kReencBounceBytes);
       ::operator delete (bounce_, std::align_val_t{kReencIoAlign});
     }
   }
@@ -167,6 +169,10 @@ class ReencDeviceIo final : public DeviceReencryptIo {
   Result<void> write_new(std::uint64_t position, std::span<const std::uint8_t> data) override {
     return transfer(new_fd_, "write through the new parameters", {0, position},
                     {nullptr, data.data(), data.size()});
+  }
+  Result<void> read_new(std::uint64_t position, std::span<std::uint8_t> out) override {
+    return transfer(new_fd_, "read through the new parameters", {0, position},
+                    {out.data(), nullptr, out.size()});
   }
 
   Result<void> flush() override {

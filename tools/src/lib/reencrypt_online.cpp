@@ -346,6 +346,7 @@ EngineHooks OnlineSwitch::hooks(EngineHooks base) {
     return suspend();
   };
   base.after_completed = [this](std::uint64_t position) { return switch_to(position); };
+  base.users_live = true;
   return base;
 }
 

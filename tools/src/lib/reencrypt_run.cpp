@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -318,8 +319,9 @@ Result<void> finish_run(DeviceReencryptIo &io, const ReencryptRequest &request,
 Result<std::optional<ReencryptOutcome>> run_finish_only(const ReencryptRequest &request,
                                                         const ReencryptState &state) {
   {
-    auto journal =
-        open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes, false);
+    // No key: the slots are read without their MACs (nothing is written to the device).
+    auto journal = open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes,
+                                false, std::nullopt);
     if (!journal) {
       return journal.error();
     }
@@ -404,6 +406,13 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
                  report.error().os_errno};
   }
   outcome.report = *report;
+  if (!report->buffer_locked) {
+    outcome.warnings.push_back(
+        fmt::format("the hotzone's buffer ({} bytes) could not be locked in memory (mlock, "
+                    "RLIMIT_MEMLOCK): its plaintext may have reached swap; run as root, or "
+                    "raise the limit (ulimit -l) or give a smaller --hotzone-size",
+                    state.hotzone_bytes));
+  }
   if (live_switch != nullptr && report->outcome == EngineOutcome::finished) {
     // Finished before (a resume after the last hotzone): the mapping gets the new table.
     if (live_switch->suspended() || live_switch->boundary() != state.data_bytes) {
@@ -423,12 +432,24 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
 // then the lock, the journal and the registry entry, and the engine.
 // A resume comes with the state locked (its leftovers were removed under the lock); a new
 // run locks its state once it is written.
-Result<ReencryptOutcome> run_with(const ReencryptRequest &request, const ReencryptState &state,
+Result<ReencryptOutcome> run_with(const ReencryptRequest &request, ReencryptState state,
                                   const SecretBuffer &old_key, const SecretBuffer &new_key,
                                   PlanFacts *facts, const ReencryptSteps &steps,
                                   std::vector<std::string> warnings, const RunOnline &online,
                                   std::optional<StateLock> lock = std::nullopt) {
   const bool create = facts != nullptr;
+  auto auth = RunAuth::derive(old_key, new_key, state.run_id);
+  if (!auth) {
+    return auth.error();
+  }
+  // A second run of the same state waits for nothing: it is refused before it makes mappings.
+  if (!create && !lock) {
+    auto locked = StateLock::acquire(request.state);
+    if (!locked) {
+      return locked.error();
+    }
+    lock.emplace(std::move(locked).value());
+  }
   auto io = steps.make_io(state, old_key, new_key);
   if (!io) {
     return io.error();
@@ -454,11 +475,29 @@ Result<ReencryptOutcome> run_with(const ReencryptRequest &request, const Reencry
   // without a state (nothing written to the device yet: a leftover), never a state whose
   // journal is missing or half made, which --resume could not go on from.
   auto journal =
-      open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes, create);
+      open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes, create, *auth);
   if (!journal) {
     return journal.error();
   }
   if (create) {
+    // What the device holds where the run starts (online, the users write there until the
+    // first hotzone, and the device is not read under them: not recorded), then the MAC over
+    // every field.
+    state.started_online = online.live != nullptr;
+    state.first_unit_mac.assign(kRunMacBytes, 0);
+    if (!state.started_online) {
+      auto first = first_unit_mac(state, **io, **journal);
+      if (!first) {
+        static_cast<void>(remove_state(request.state));  // the journal made just now
+        return first.error();
+      }
+      state.first_unit_mac.assign(first->begin(), first->end());
+    }
+    if (auto r = seal_state(state, *auth); !r) {
+      static_cast<void>(remove_state(request.state));
+      return r.error();
+    }
+    outcome.state = state;
     if (auto r = write_state(request.state, state); !r) {
       static_cast<void>(remove_state(request.state));  // the journal made just now
       return r.error();
@@ -640,24 +679,17 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
 // identity is the run's is used (bind_run_device), and a device that does not match is
 // refused before anything is written; a "devt-" key follows the device (the registry entry
 // is filed again under it). The state file keeps what it recorded: every resume looks again.
-// A state an older lbscrypt wrote has no identity: its stable id alone decides, as it did.
-Result<void> locate_run_device(ReencryptState &state, const std::filesystem::path &sysfs,
-                               std::vector<std::string> &warnings) {
+// A state with no identity is one whose device was no block device (the unit tests' stand-in):
+// it resumes only on such a path, never on a block device.
+Result<void> locate_run_device(ReencryptState &state, const std::filesystem::path &sysfs) {
   if (!state.device_identity) {
-    const RunDevice at = run_device(state.device, sysfs);
     std::error_code error;
-    if (!std::filesystem::is_regular_file(state.device, error)) {  // the unit tests' stand-in
-      warnings.push_back(
-          fmt::format("the state file records no identity of the device (an "
-                      "older lbscrypt started the run): only its id {} was "
-                      "checked",
-                      state.device_id));
-    }
-    if (at.key == state.device_id) {
-      return {};
-    }
-    if (auto moved = find_device_by_stable_id(sysfs, state.device_id)) {
-      state.device = std::move(moved).value();
+    if (std::filesystem::is_block_file(state.device, error)) {
+      return make_error(Errc::refused,
+                        fmt::format("{}: the state file records no identity of the run's device, "
+                                    "and a block device is there now: nothing was written; this "
+                                    "state cannot resume on it",
+                                    state.device));
     }
     return {};
   }
@@ -729,9 +761,13 @@ Result<ResumeChecked> resume_checked(const ReencryptRequest &request, const Reen
 struct RunKeys {
   SecretBuffer old_key;
   SecretBuffer new_key;
+  RunAuth auth;
 };
 
-Result<RunKeys> resume_keys(const ReencryptState &state, const ReencryptSteps &steps) {
+// `recorded` is the state as read (before the device was looked for): its MAC is checked
+// once both keys are proven.
+Result<RunKeys> resume_keys(const ReencryptState &state, const ReencryptState &recorded,
+                            const ReencryptRequest &request, const ReencryptSteps &steps) {
   auto old_key = run_key(steps.old_key, state.old_side.key_bytes, "old");
   if (!old_key) {
     return old_key.error();
@@ -746,7 +782,14 @@ Result<RunKeys> resume_keys(const ReencryptState &state, const ReencryptSteps &s
   if (auto r = check_verifier(state.new_verifier, *new_key, "new"); !r) {
     return r.error();
   }
-  return RunKeys{std::move(*old_key), std::move(*new_key)};
+  auto auth = RunAuth::derive(*old_key, *new_key, recorded.run_id);
+  if (!auth) {
+    return auth.error();
+  }
+  if (auto r = check_state_seal(recorded, *auth, request.state); !r) {
+    return r.error();
+  }
+  return RunKeys{std::move(*old_key), std::move(*new_key), std::move(auth).value()};
 }
 
 Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Environment &env,
@@ -755,8 +798,9 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
   if (!state) {
     return state.error();
   }
-  std::vector<std::string> warnings;
-  if (auto r = locate_run_device(*state, request.sysfs, warnings); !r) {
+  // The MAC is checked over the state as read, before the device was looked for.
+  const ReencryptState recorded = *state;
+  if (auto r = locate_run_device(*state, request.sysfs); !r) {
     return r.error();
   }
   // A second run of the same state waits for nothing: it is refused before it touches a
@@ -789,12 +833,37 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
       return std::move(**done);
     }
   }
-  auto keys = resume_keys(*state, steps);
+  auto keys = resume_keys(*state, recorded, request, steps);
   if (!keys) {
     return keys.error();
   }
-  return run_with(request, *state, keys->old_key, keys->new_key, nullptr, steps,
-                  std::move(warnings), RunOnline{}, std::move(locked).value());
+  return run_with(request, *state, keys->old_key, keys->new_key, nullptr, steps, {},
+                  RunOnline{}, std::move(locked).value());
+}
+
+// Online: NAME's table may lag the journal by the hotzone a kill -9 came after (its completed
+// record written, the switch not yet made), never lead it: a journal behind NAME's table is
+// older than the device.
+Result<void> check_live_position(JournalStore &journal, std::uint64_t boundary,
+                                 const std::string &name) {
+  auto slots = journal.read_slots();
+  if (!slots) {
+    return slots.error();
+  }
+  std::uint64_t furthest = slots->completed ? slots->completed->position : 0;
+  if (slots->journaled) {
+    furthest = std::max(furthest, slots->journaled->position + slots->journaled->length);
+  }
+  if (boundary > furthest) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("the journal is older than the device: {}'s table has the new "
+                                  "parameters up to byte {}, the journal goes to byte {}: "
+                                  "nothing was written; a journal or state disk put back from "
+                                  "another time cannot finish this run (it would convert "
+                                  "hotzones twice): give the journal the run last wrote",
+                                  name, boundary, furthest));
+  }
+  return {};
 }
 
 // Online --resume and --abort. A kill -9 may have left NAME suspended under a mounted
@@ -810,8 +879,8 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!state) {
     return state.error();
   }
-  std::vector<std::string> warnings;
-  if (auto r = locate_run_device(*state, request.sysfs, warnings); !r) {
+  const ReencryptState recorded = *state;
+  if (auto r = locate_run_device(*state, request.sysfs); !r) {
     return r.error();
   }
   auto live = read_live_mapping(*env.kernel, *request.active_name, env.target_type);
@@ -827,7 +896,7 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
                                   "the name of the volume the run converts",
                                   live->name, under, state->device));
   }
-  auto keys = resume_keys(*state, steps);
+  auto keys = resume_keys(*state, recorded, request, steps);
   if (!keys) {
     return keys.error();
   }
@@ -846,10 +915,13 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!io) {
     return io.error();
   }
-  auto journal =
-      open_journal(journal_path(request.state), state->run_id, state->hotzone_bytes, false);
+  auto journal = open_journal(journal_path(request.state), state->run_id, state->hotzone_bytes,
+                              false, keys->auth);
   if (!journal) {
     return journal.error();
+  }
+  if (auto r = check_live_position(**journal, *boundary, live->name); !r) {
+    return r.error();
   }
   OnlineSwitch live_switch(*env.kernel, *live, *state, keys->old_key, keys->new_key,
                            env.target_type);
@@ -863,7 +935,7 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
                     live->name, run_abort_hint(request, live->name)),
         position.error().os_errno};
   }
-  ReencryptOutcome outcome{*state, {}, {}, std::move(warnings), live->name, {}};
+  ReencryptOutcome outcome{*state, {}, {}, {}, live->name, {}};
   outcome.report.outcome =
       *position == state->data_bytes ? EngineOutcome::finished : EngineOutcome::stopped;
   outcome.report.progress = Progress{*position, *position, state->data_bytes, 0};

@@ -301,6 +301,30 @@ Result<FileDescriptor> statefile_open(const std::filesystem::path &path, int fla
   }
   return fd;
 }
+// Zeros over a whole state or journal file, in place and durable (fdatasync).
+Result<void> statefile_overwrite(const std::filesystem::path &path, std::string_view what) {
+  auto fd = statefile_open(path, O_WRONLY, what);
+  if (!fd) {
+    return fd.error();
+  }
+  const auto st = statefile_fstat_regular(fd->get(), path, what);
+  if (!st) {
+    return st.error();
+  }
+  const auto size = static_cast<std::uint64_t>(st->st_size);
+  const std::vector<std::uint8_t> zeros(
+      static_cast<std::size_t>(std::min<std::uint64_t>(size, kStatefileWipeChunk)));
+  for (std::uint64_t at = 0; at < size; at += zeros.size()) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size - at));
+    if (const int err = detail::pwrite_full(fd->get(), {zeros.data(), n}, at); err != 0) {
+      return detail::state_file_error(what, path, err);
+    }
+  }
+  if (fdatasync(fd->get()) != 0) {
+    return detail::state_file_error(what, path, errno);
+  }
+  return {};
+}
 }  // namespace
 
 Result<std::vector<std::uint8_t>> pbkdf2_sha256(std::span<const std::uint8_t> secret,
@@ -394,6 +418,9 @@ std::string state_to_json(const ReencryptState &state) {
   out["old_verifier"] = statefile_verifier_json(state.old_verifier);
   out["new_verifier"] = statefile_verifier_json(state.new_verifier);
   out["started"] = state.started;
+  out["first_unit_mac"] = statefile_hex(state.first_unit_mac);
+  out["started_online"] = state.started_online;
+  out["mac"] = statefile_hex(state.mac);
   // A string that is not UTF-8 is replaced, not thrown on: write_state reads its text back
   // and refuses a state that does not survive.
   return out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
@@ -440,23 +467,28 @@ Result<ReencryptState> state_from_json(std::string_view text, const std::string 
   // A format this lbscrypt does not know may have other fields: say so first.
   if (const auto format = doc.find("format"); format != doc.end() && format->is_number_unsigned() &&
                                               format->get<std::uint64_t>() != kStateFormat) {
-    reader.fail(
-        fmt::format("format {} is not the one this lbscrypt reads ({}): finish the run "
-                    "with the lbscrypt that started it",
-                    format->get<std::uint64_t>(), kStateFormat));
+    reader.fail(fmt::format(
+        "format {} is not the one this lbscrypt reads ({}){}: finish or abort the run with the "
+        "lbscrypt that started it",
+        format->get<std::uint64_t>(), kStateFormat,
+        format->get<std::uint64_t>() < kStateFormat
+            ? ": an earlier lbscrypt wrote it, without the MAC this one checks"
+            : ""));
     return reader.error();
   }
-  // "device_identity" is absent from the states of an older lbscrypt (reencrypt_identity.hpp).
+  // "device_identity" is absent only where the run's device was no block device (the unit
+  // tests' stand-in, reencrypt_run.cpp); the MAC covers its absence as every other field.
   if (doc.contains("device_identity")) {
     reader.expect_keys(doc, "",
                        {"format", "run_id", "device", "device_id", "device_identity", "offset",
                         "skip", "data_bytes", "hotzone_bytes", "old_side", "new_side",
-                        "old_verifier", "new_verifier", "started"});
+                        "old_verifier", "new_verifier", "started", "first_unit_mac",
+                        "started_online", "mac"});
   } else {
-    reader.expect_keys(
-        doc, "",
-        {"format", "run_id", "device", "device_id", "offset", "skip", "data_bytes", "hotzone_bytes",
-         "old_side", "new_side", "old_verifier", "new_verifier", "started"});
+    reader.expect_keys(doc, "",
+                       {"format", "run_id", "device", "device_id", "offset", "skip",
+                        "data_bytes", "hotzone_bytes", "old_side", "new_side", "old_verifier",
+                        "new_verifier", "started", "first_unit_mac", "started_online", "mac"});
   }
   ReencryptState state;
   state.format = reader.number32(doc, "", "format");
@@ -505,6 +537,9 @@ Result<ReencryptState> state_from_json(std::string_view text, const std::string 
     state.new_verifier = statefile_read_verifier(reader, doc.at("new_verifier"), "new_verifier");
   }
   state.started = reader.text(doc, "", "started", true);
+  state.first_unit_mac = reader.hex_bytes(doc, "", "first_unit_mac", kStatefileDigestBytes);
+  state.started_online = reader.boolean(doc, "", "started_online");
+  state.mac = reader.hex_bytes(doc, "", "mac", kStatefileDigestBytes);
   if (reader.failed()) {
     return reader.error();
   }
@@ -612,6 +647,13 @@ Result<ReencryptState> read_state(const std::filesystem::path &path) {
                                   printable(path.string()), kStatefileMaxBytes));
   }
   text.resize(size);
+  if (size > 0 && std::all_of(text.begin(), text.end(), [](char c) { return c == '\0'; })) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("{} is all zeros: the run that wrote it ended and wiped it "
+                                  "(a cut came before it was removed): remove it and its "
+                                  "journal",
+                                  printable(path.string())));
+  }
   return state_from_json(text, path.string());
 }
 
@@ -630,6 +672,11 @@ Result<void> remove_state(const std::filesystem::path &path) {
   // must never find the state beside a journal already wiped (its blank slots would read as
   // a run at position 0, and the volume would be converted a second time) or already gone.
   if (*state_exists) {
+    // Its verifiers and MAC are zeros in place first, durable, so the unlinked blocks do not
+    // keep them (a copy-on-write filesystem or an SSD may still: see the documentation).
+    if (auto r = statefile_overwrite(path, "wipe the state file"); !r) {
+      return r;
+    }
     if (unlink(path.c_str()) != 0 && errno != ENOENT) {
       return detail::state_file_error("remove the state file", path, errno);
     }
@@ -641,25 +688,8 @@ Result<void> remove_state(const std::filesystem::path &path) {
     return {};
   }
   // The journal held old ciphertext: zeros over it, durable, before it is unlinked.
-  auto fd = statefile_open(journal, O_WRONLY, "wipe the journal");
-  if (!fd) {
-    return fd.error();
-  }
-  const auto st = statefile_fstat_regular(fd->get(), journal, "wipe the journal");
-  if (!st) {
-    return st.error();
-  }
-  const auto size = static_cast<std::uint64_t>(st->st_size);
-  const std::vector<std::uint8_t> zeros(
-      static_cast<std::size_t>(std::min<std::uint64_t>(size, kStatefileWipeChunk)));
-  for (std::uint64_t at = 0; at < size; at += zeros.size()) {
-    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size - at));
-    if (const int err = detail::pwrite_full(fd->get(), {zeros.data(), n}, at); err != 0) {
-      return detail::state_file_error("wipe the journal", journal, err);
-    }
-  }
-  if (fdatasync(fd->get()) != 0) {
-    return detail::state_file_error("wipe the journal", journal, errno);
+  if (auto r = statefile_overwrite(journal, "wipe the journal"); !r) {
+    return r;
   }
   if (unlink(journal.c_str()) != 0 && errno != ENOENT) {
     return detail::state_file_error("remove the journal", journal, errno);
