@@ -435,8 +435,10 @@ Result<EngineReport> run_engine(const ReencryptState &state, ReencryptIo &io, Jo
       }
     }
     if (zone.position + zone.length < data) {
-      // Nothing after the hotzone was written since its record: no users either.
-      if (auto r = check.next_unit(zone.position + zone.length, zone.next_mac, false); !r) {
+      // Nothing after the hotzone was written since its record by the run; online, the users
+      // wrote on beside the held hotzone, so only its conversion is refused there.
+      if (auto r = check.next_unit(zone.position + zone.length, zone.next_mac, hooks.users_live);
+          !r) {
         return r.error();
       }
     }
