@@ -647,22 +647,27 @@ Result<void> OnlineSwitch::route(std::uint64_t position, std::uint64_t length) {
     }
     name_suspended_ = true;
   }
-  if (auto r = hold_hotzone(); !r) {
-    // Back as it was: the live table kept, NAME resumed, the hotzone device too.
+  // On an error: back as it was, NAME resumed with its live table (which does not route the
+  // new hotzone), then the hotzone device (it held nothing of the new hotzone). What cannot be
+  // undone is left to the caller's fail_safe.
+  const auto undo = [this](const Error &error) -> Result<void> {
     static_cast<void>(load_name(expected_));
     if (kernel_->resume(name_)) {
       name_suspended_ = false;
+      if (hz_suspended_ && !hz_inactive_linear_ && kernel_->resume(hz_name_)) {
+        hz_suspended_ = false;
+      }
     }
-    if (hz_suspended_ && !hz_inactive_linear_ && kernel_->resume(hz_name_)) {
-      hz_suspended_ = false;
-    }
-    return r;
+    return error;
+  };
+  if (auto r = hold_hotzone(); !r) {
+    return undo(r.error());
   }
-  pending_ = true;
   if (auto r = kernel_->resume(name_); !r) {
-    return r;  // the caller's fail_safe errors the hotzone device and resumes NAME
+    return undo(r.error());
   }
   name_suspended_ = false;
+  pending_ = true;
   expected_ = table;
   layout_ = wanted;
   return Ok{};
