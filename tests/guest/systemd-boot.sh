@@ -153,6 +153,29 @@ volume lbspass 16384 /srv/pass
 volume lbsforever 4096 /srv/forever
 volume "$long_name" 4096 /srv/long
 volume lbsroot 4096 /srv/root
+volume lbsesc 4096 /srv/esc
+
+# --- udev's escaped names, swap and tmp from random keys, allow-discards
+esc_dev='dev-disk-by\x2dpartlabel-lbsesc\x5cx281\x5cx29.device'
+check "lbscrypt@lbsesc.service is bound to $esc_dev ($(prop lbscrypt@lbsesc.service BindsTo))" \
+	[ "$(prop lbscrypt@lbsesc.service BindsTo)" = "$esc_dev" ]
+check "udev made /dev/disk/by-partlabel/lbsesc\\x281\\x29" [ -b '/dev/disk/by-partlabel/lbsesc\x281\x29' ]
+for name in lbsswap lbstmp; do
+	check "lbscrypt@$name.service is active ($(systemctl is-active "lbscrypt@$name.service" || true))" \
+		[ "$(systemctl is-active "lbscrypt@$name.service" || true)" = active ]
+	check "lbscrypt@$name.service formats with systemd-makefs ($(prop "lbscrypt@$name.service" ExecStartPost))" \
+		grep -q 'systemd-makefs' <<<"$(prop "lbscrypt@$name.service" ExecStartPost)"
+done
+swap_table=$(dmsetup table lbsswap 2>&1 || true)
+rc=1
+if [[ $swap_table == *" allow_discards"* ]]; then rc=0; fi
+verdict "lbsswap's table has allow_discards, from allow-discards ($swap_table)" "$rc"
+swap_node=$(dm_blkdev lbsswap)
+check "lbsswap is swap in use ($(swapon --show=NAME --noheadings 2>&1 | tr '\n' ' '))" \
+	grep -qx "$swap_node" <<<"$(swapon --show=NAME --noheadings 2>/dev/null)"
+check "/srv/tmp is lbstmp's ext4, made at boot ($(findmnt -n -o SOURCE,FSTYPE /srv/tmp 2>&1 || true))" \
+	[ "$(findmnt -n -o FSTYPE /srv/tmp 2>/dev/null || true)" = ext4 ]
+check "/srv/tmp is writable" touch /srv/tmp/written
 
 # --- the units as the generator wrote them
 slice_deps=$(prop system-lbscrypt.slice DefaultDependencies)

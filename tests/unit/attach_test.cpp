@@ -266,3 +266,36 @@ TEST_CASE("attach: headless= never asks for a passphrase", "[attach]") {
             .ok());
   CHECK(rig.questions.empty());
 }
+
+TEST_CASE("attach: a udev name with \\xNN goes into the table as the device it links to",
+          "[attach]") {
+  Rig rig;
+  std::vector<std::string> asked;
+  rig.services.device_behind = [&](const std::string &path) -> std::optional<std::string> {
+    asked.push_back(path);
+    if (path == "/dev/disk/by-label/Data\\x281\\x29") {
+      return std::string("/dev/vdb");
+    }
+    return std::nullopt;
+  };
+  const std::string options = "cipher=aes-xts-plain64,size=256";
+  const auto done = lbscrypt::attach_volume(
+      AttachRequest{"vol", "LABEL=Data(1)", kKeyFile, options}, rig.env, rig.services);
+  REQUIRE(done.ok());
+  REQUIRE(asked.size() == 1);
+  CHECK(asked.front() == "/dev/disk/by-label/Data\\x281\\x29");
+  CHECK_THAT(rig.params(), Catch::Contains(" 0 /dev/vdb 0"));
+  // The same path written by hand, already open: accepted as the line describes it.
+  const auto again = lbscrypt::attach_volume(
+      AttachRequest{"vol", "/dev/disk/by-label/Data\\x281\\x29", kKeyFile, options}, rig.env,
+      rig.services);
+  REQUIRE(again.ok());
+  CHECK(again->already_active);
+  // No device by that name yet: one line naming the path udev would make.
+  const auto missing = lbscrypt::attach_volume(
+      AttachRequest{"other", "LABEL=No Such", kKeyFile, options}, rig.env, rig.services);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == Errc::not_found);
+  CHECK(missing.error().message ==
+        "other: /dev/disk/by-label/No\\x20Such does not exist: no device has that name yet");
+}

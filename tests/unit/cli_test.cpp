@@ -14,6 +14,7 @@
 
 #include "cli.hpp"
 #include "fakes.hpp"
+#include "generate_cmd.hpp"
 #include "lbscrypt/reencrypt_registry.hpp"
 #include "output.hpp"
 #include "temp_dir.hpp"
@@ -482,6 +483,12 @@ TEST_CASE("cli exit codes and messages are cryptsetup's", "[cli]") {
   CHECK(cli.err.str() == "Command successful.\n");
   CHECK(cli.run({"close", "x"}) == 4);
   CHECK(cli.err.str() == "lbscrypt: Device x is not active.\n");
+  // detach, a unit's ExecStop: a mapping already gone is success, as systemd's detach
+  CHECK(cli.run({"detach", "x"}) == 0);
+  CHECK(cli.err.str() == "lbscrypt: x is not active; nothing to detach\n");
+  REQUIRE(cli.run({"open", "-d", kKeyFile, "/dev/ram0", "x"}) == 0);
+  CHECK(cli.run({"detach", "/dev/mapper/x"}) == 0);
+  CHECK_FALSE(cli.kernel.mappings.contains("x"));
   CHECK(cli.run({"status", "x"}) == 4);
   CHECK(cli.out.str() == "/dev/mapper/x is inactive.\n");
   CHECK(cli.run({"status", "/dev/mapper/x"}) == 4);
@@ -940,7 +947,8 @@ TEST_CASE("cli: an unknown command is refused in one line that names the command
           "[cli]") {
   Cli cli;
   const std::string commands =
-      "give one of table, open, close, status, check, matrix, benchmark, tab, generate-units, "
+      "give one of table, open, close, detach, status, check, matrix, benchmark, tab, "
+      "generate-units, "
       "attach, reencrypt (lbscrypt --help says what each does)\n";
   CHECK(cli.run({"frobnicate", "/dev/ram0"}) == lbscrypt::cli::kExitInvalid);
   CHECK(cli.err.str() == "lbscrypt: 'frobnicate' is not a command: " + commands);
@@ -1132,4 +1140,34 @@ TEST_CASE("cli reencrypt --active-name: online mode needs no environment variabl
         "parameters vol was opened with (nothing was written)\n");
   CHECK(cli.kernel.creates == creates);
   CHECK(!std::filesystem::exists(state));
+}
+
+TEST_CASE("cli generate-units: lbscrypt=no on the kernel command line writes no unit",
+          "[cli][boot]") {
+  Cli cli;
+  const lbscrypt::test::TempDir dir;
+  cli.files["/t"] = "ok /dev/vdb /k cipher=aes-xts-plain64,size=256\n";
+  cli.files["/cmdline"] = "root=/dev/vda1 lbscrypt=no\n";
+  CHECK(cli.run({"generate-units", "--tab", "/t", "--cmdline", "/cmdline", dir.path.string()}) ==
+        0);
+  CHECK(cli.err.str().empty());
+  CHECK(std::filesystem::is_empty(dir.path));
+  // rd.lbscrypt=no: in the initramfs only
+  cli.files["/cmdline"] = "rd.lbscrypt=no";
+  CHECK(cli.run({"generate-units", "--tab", "/t", "--cmdline", "/cmdline", dir.path.string()}) ==
+        0);
+  CHECK(std::filesystem::exists(dir.path / "lbscrypt@ok.service"));
+  std::filesystem::remove_all(dir.path / "lbscrypt@ok.service");
+  cli.files[lbscrypt::cli::kInitrdRelease] = "NAME=initramfs\n";
+  CHECK(cli.run({"generate-units", "--tab", "/t", "--cmdline", "/cmdline", dir.path.string()}) ==
+        0);
+  CHECK_FALSE(std::filesystem::exists(dir.path / "lbscrypt@ok.service"));
+  // a value that is not a boolean: said, and the volumes get their units
+  cli.files["/cmdline"] = "lbscrypt=perhaps";
+  CHECK(cli.run({"generate-units", "--tab", "/t", "--cmdline", "/cmdline", dir.path.string()}) ==
+        0);
+  CHECK(cli.err.str() ==
+        "lbscrypt-generator: the kernel command line's lbscrypt=perhaps is not "
+        "yes or no: ignored\n");
+  CHECK(std::filesystem::exists(dir.path / "lbscrypt@ok.service"));
 }

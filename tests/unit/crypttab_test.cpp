@@ -639,3 +639,92 @@ TEST_CASE("lbscrypttab writer: the file replaced whole, its mode kept, no tempor
   CHECK(missing.error().code == lbscrypt::Errc::not_found);
   CHECK_FALSE(fs::exists(dir.path / "none"));
 }
+
+// The names below are what udev makes of the tags (libblkid's _ENC encoding), and the device
+// units what systemd 252's own systemd-cryptsetup-generator wrote for the same crypttab lines
+// (LABEL=Data(1) gave BindsTo=dev-disk-by\x2dlabel-Data\x5cx281\x5cx29.device).
+TEST_CASE("lbscrypttab: tags name the link udev makes, escaped as udev escapes", "[crypttab]") {
+  using lbscrypt::udev_encode;
+  using lbscrypt::volume_device_path;
+  CHECK(udev_encode("Data(1)") == "Data\\x281\\x29");
+  CHECK(udev_encode("a b") == "a\\x20b");
+  CHECK(udev_encode("a\\x20b") == "a\\x5cx20b");  // a backslash written is a backslash
+  CHECK(udev_encode("ab/c") == "ab\\x2fc");
+  CHECK(udev_encode("#+-.:=@_09AZaz") == "#+-.:=@_09AZaz");
+  CHECK(udev_encode("caf\xc3\xa9") == "caf\xc3\xa9");       // valid UTF-8 stays
+  CHECK(udev_encode("\xc3(") == "\\xc3\\x28");              // a lead byte alone does not
+  CHECK(udev_encode("\xc0\xaf") == "\\xc0\\xaf");           // nor an overlong form
+  CHECK(udev_encode("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // nor a surrogate
+  CHECK(udev_encode("$%,'\"") == "\\x24\\x25\\x2c\\x27\\x22");
+  CHECK(volume_device_path("LABEL=Data(1)").value() == "/dev/disk/by-label/Data\\x281\\x29");
+  CHECK(volume_device_path("PARTLABEL=my disk").value() == "/dev/disk/by-partlabel/my\\x20disk");
+  CHECK(volume_device_path("UUID=ab/c").value() == "/dev/disk/by-uuid/ab\\x2fc");
+  CHECK(volume_device_path("PARTUUID=6f2c4a1e-02").value() == "/dev/disk/by-partuuid/6f2c4a1e-02");
+  // systemd takes the quotes off a tag's value
+  CHECK(volume_device_path("LABEL=\"Data\"").value() == "/dev/disk/by-label/Data");
+  CHECK(volume_device_path("LABEL='Data'").value() == "/dev/disk/by-label/Data");
+  CHECK_FALSE(volume_device_path("LABEL=..").ok());
+  CHECK_FALSE(volume_device_path("LABEL=").ok());
+  // The escaped path written by hand: taken as written.
+  CHECK(volume_device_path("/dev/disk/by-label/Data\\x281\\x29").value() ==
+        "/dev/disk/by-label/Data\\x281\\x29");
+  const auto tab = parse_lbscrypttab(
+      "a LABEL=Data(1) /etc/k cipher=aes-xts-plain64,size=256\n"
+      "b /dev/disk/by-label/Data\\x281\\x29 /etc/k cipher=aes-xts-plain64,size=256\n"
+      "c PARTLABEL=\xc3\xa0 /etc/k cipher=aes-xts-plain64,size=256\n",
+      "/t");
+  INFO((tab.errors.empty() ? "" : tab.errors.front().message));
+  REQUIRE(tab.entries.size() == 3);
+  CHECK(tab.entries[0].path == "/dev/disk/by-label/Data\\x281\\x29");
+  CHECK(tab.entries[1].path == tab.entries[0].path);
+  CHECK(tab.entries[2].path == "/dev/disk/by-partlabel/\xc3\xa0");
+}
+
+TEST_CASE("lbscrypttab: allow-discards, swap and tmp as systemd takes them", "[crypttab]") {
+  const std::string base = "cipher=aes-xts-plain64,size=256,";
+  const auto discards = parse_volume_options(base + "allow-discards", false);
+  REQUIRE(discards.ok());
+  CHECK(discards->mapping.flags.allow_discards);
+  const auto swap = parse_volume_options(base + "swap", false);
+  REQUIRE(swap.ok());
+  CHECK(swap->swap);
+  CHECK_FALSE(swap->tmp_fstype);
+  const auto tmp = parse_volume_options(base + "tmp", false);
+  REQUIRE(tmp.ok());
+  CHECK(tmp->tmp_fstype == "ext4");
+  CHECK(parse_volume_options(base + "tmp=xfs", false)->tmp_fstype == "xfs");
+  const auto empty = parse_volume_options(base + "tmp=", false);
+  REQUIRE_FALSE(empty.ok());
+  CHECK_THAT(empty.error().message, Catch::StartsWith("tmp= is not a filesystem type"));
+  CHECK_FALSE(parse_volume_options(base + "tmp=a/b", false).ok());
+  const auto both = parse_volume_options(base + "swap,tmp", false);
+  REQUIRE_FALSE(both.ok());
+  CHECK_THAT(both.error().message, Catch::StartsWith("swap and tmp both format the volume"));
+}
+
+TEST_CASE("lbscrypttab: systemd's options lbscrypt does not take are named, with why",
+          "[crypttab]") {
+  const std::string base = "cipher=aes-xts-plain64,size=256,hash=sha256,";
+  const std::pair<const char *, const char *> cases[] = {
+      {"verify", "option 'verify' is not supported: plain mode asks once"},
+      {"password-echo=masked", "option 'password-echo' is not supported: the passphrase"},
+      {"try-empty-password", "option 'try-empty-password' is not supported: plain mode opens"},
+      {"key-slot=1", "option 'key-slot' is not supported: it reads a LUKS header"},
+      {"header=/h", "option 'header' is not supported: it reads a LUKS header"},
+      {"tpm2-device=auto", "option 'tpm2-device' is not supported: a key from a token"},
+      {"fido2-device=auto", "option 'fido2-device' is not supported: a key from a token"},
+      {"pkcs11-uri=auto", "option 'pkcs11-uri' is not supported: a key from a token"},
+      {"token-timeout=10s", "option 'token-timeout' is not supported: a key from a token"},
+      {"tcrypt-hidden", "option 'tcrypt-hidden' is not supported: it is for TrueCrypt"},
+      {"veracrypt-pim=1", "option 'veracrypt-pim' is not supported: it is for TrueCrypt"},
+  };
+  for (const auto &[option, message] : cases) {
+    INFO(option);
+    const auto parsed = parse_volume_options(base + option, true);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK_THAT(parsed.error().message, Catch::StartsWith(message));
+  }
+  // A word systemd does not know either: the bare refusal.
+  CHECK_THAT(parse_volume_options(base + "bogus", true).error().message,
+             Catch::StartsWith("unknown option 'bogus'"));
+}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -306,4 +307,69 @@ TEST_CASE("generator: nofail and noauto change the dependencies", "[units]") {
   CHECK(units.links[0].path == "dev-mapper-a.device.requires/lbscrypt@a.service");
   CHECK(units.links[1].path == "cryptsetup.target.requires/lbscrypt@b.service");
   CHECK(units.links[1].target == "../lbscrypt@b.service");
+}
+
+// Each expected line below is what systemd 252's systemd-cryptsetup-generator wrote for the
+// same crypttab line (Debian 12, 252.39; compare_systemd.sh checks it again where it is there).
+TEST_CASE("generator: escaped device names, swap and tmp as systemd's generator writes them",
+          "[units]") {
+  const auto tab = lbscrypt::parse_lbscrypttab(
+      "data LABEL=Data(1) /dev/urandom cipher=aes-xts-plain64,size=256,discard,swap\n"
+      "t UUID=ab/c /dev/urandom cipher=aes-xts-plain64,size=256,tmp=btrfs,allow-discards\n"
+      "u PARTLABEL=a\\x20b /dev/urandom cipher=aes-xts-plain64,size=256,tmp\n"
+      "h /dev/disk/by-label/Data\\x281\\x29 /etc/k cipher=aes-xts-plain64,size=256\n",
+      "/etc/lbscrypttab");
+  REQUIRE(tab.errors.empty());
+  const auto units = lbscrypt::generate_units(tab.entries, kSettings);
+  REQUIRE(units.errors.empty());
+  const auto unit = [&](const std::string &name) {
+    const auto found = std::find_if(units.files.begin(), units.files.end(), [&](const auto &f) {
+      return f.path == lbscrypt::volume_unit_name(name);
+    });
+    REQUIRE(found != units.files.end());
+    return found->text;
+  };
+  CHECK_THAT(unit("data"), Catch::Contains("\nBindsTo=dev-disk-by\\x2dlabel-Data\\x5cx281\\x5cx29"
+                                           ".device\nAfter=dev-disk-by\\x2dlabel-Data\\x5cx281"
+                                           "\\x5cx29.device\n"));
+  CHECK_THAT(
+      unit("data"),
+      Catch::Contains("\nExecStartPost=/lib/systemd/systemd-makefs swap '/dev/mapper/data'\n"));
+  CHECK_THAT(unit("t"), Catch::Contains("\nBindsTo=dev-disk-by\\x2duuid-ab\\x5cx2fc.device\n"));
+  CHECK_THAT(
+      unit("t"),
+      Catch::Contains("\nExecStartPost=/lib/systemd/systemd-makefs 'btrfs' '/dev/mapper/t'\n"));
+  CHECK_THAT(unit("u"),
+             Catch::Contains("\nBindsTo=dev-disk-by\\x2dpartlabel-a\\x5cx5cx20b.device\n"));
+  CHECK_THAT(
+      unit("u"),
+      Catch::Contains("\nExecStartPost=/lib/systemd/systemd-makefs 'ext4' '/dev/mapper/u'\n"));
+  // Written by hand: the same device unit as LABEL=Data(1).
+  CHECK_THAT(unit("h"), Catch::Contains("\nBindsTo=dev-disk-by\\x2dlabel-Data\\x5cx281\\x5cx29"
+                                        ".device\n"));
+  CHECK_THAT(unit("h"), !Catch::Contains("ExecStartPost"));
+  // Stopping succeeds when the mapping is gone, as systemd-cryptsetup detach.
+  CHECK_THAT(unit("h"), Catch::Contains("\nExecStop=/usr/sbin/lbscrypt detach 'h'\n"));
+}
+
+TEST_CASE("generator: lbscrypt= and rd.lbscrypt= on the kernel command line", "[units]") {
+  using lbscrypt::kernel_command_line_switch;
+  CHECK(kernel_command_line_switch("BOOT_IMAGE=/vmlinuz root=/dev/vda1 quiet\n", false).enabled);
+  CHECK_FALSE(kernel_command_line_switch("root=/dev/vda1 lbscrypt=no quiet", false).enabled);
+  CHECK_FALSE(kernel_command_line_switch("lbscrypt=0", true).enabled);
+  CHECK_FALSE(kernel_command_line_switch("lbscrypt=\"off\"", false).enabled);
+  // the last word wins; a bare lbscrypt is yes
+  CHECK(kernel_command_line_switch("lbscrypt=no lbscrypt=yes", false).enabled);
+  CHECK(kernel_command_line_switch("lbscrypt=no lbscrypt", false).enabled);
+  // rd.lbscrypt= counts in the initramfs only
+  CHECK(kernel_command_line_switch("rd.lbscrypt=no", false).enabled);
+  CHECK_FALSE(kernel_command_line_switch("rd.lbscrypt=no", true).enabled);
+  CHECK(kernel_command_line_switch("lbscrypt=no rd.lbscrypt=yes", true).enabled);
+  // other words that start alike are not it; a bad value is ignored with a warning
+  CHECK(kernel_command_line_switch("lbscrypt.x=no xlbscrypt=no \"a lbscrypt=no\"", false).enabled);
+  const auto bad = kernel_command_line_switch("lbscrypt=maybe", false);
+  CHECK(bad.enabled);
+  REQUIRE(bad.warnings.size() == 1);
+  CHECK(bad.warnings.front() ==
+        "the kernel command line's lbscrypt=maybe is not yes or no: ignored");
 }

@@ -4,6 +4,7 @@
 #   sbin/lbscrypt                                  the program
 #   share/bash-completion/completions/lbscrypt     tools/completion/lbscrypt
 #   share/man/man8/lbscrypt.8                      from Documentation/lbscrypt.rst
+#   share/man/man5/lbscrypttab.5                   from Documentation/lbscrypttab.rst
 #   lib/systemd/system-generators/lbscrypt-generator  a link to sbin/lbscrypt
 #   share/initramfs-tools/hooks/lbscrypt           tools/initramfs/hook
 #   share/initramfs-tools/scripts/local-top/lbscrypt  tools/initramfs/local-top
@@ -51,7 +52,7 @@ if(NOT LBSCRYPT_MANPAGE STREQUAL "OFF")
       message(FATAL_ERROR "LBSCRYPT_MANPAGE=ON: no ${_lbs_rst}")
     endif()
   endif()
-  if(LBSCRYPT_RST2MAN AND EXISTS "${_lbs_rst}")
+  if(LBSCRYPT_RST2MAN AND EXISTS "${_lbs_rst}" AND EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/../Documentation/lbscrypttab.rst")
     set(_lbs_man_rst "${CMAKE_CURRENT_BINARY_DIR}/lbscrypt.man.rst")
     set(_lbs_man "${CMAKE_CURRENT_BINARY_DIR}/lbscrypt.8")
     add_custom_command(OUTPUT "${_lbs_man}"
@@ -63,6 +64,19 @@ if(NOT LBSCRYPT_MANPAGE STREQUAL "OFF")
       VERBATIM)
     add_custom_target(lbscrypt_manpage ALL DEPENDS "${_lbs_man}")
     install(FILES "${_lbs_man}" DESTINATION "${CMAKE_INSTALL_MANDIR}/man8")
+    # lbscrypttab(5): Documentation/lbscrypttab.rst with the header fields (cmake/tabpage.sh)
+    set(_lbs_tab_rst "${CMAKE_CURRENT_SOURCE_DIR}/../Documentation/lbscrypttab.rst")
+    set(_lbs_tab_man_rst "${CMAKE_CURRENT_BINARY_DIR}/lbscrypttab.man.rst")
+    set(_lbs_tab_man "${CMAKE_CURRENT_BINARY_DIR}/lbscrypttab.5")
+    add_custom_command(OUTPUT "${_lbs_tab_man}"
+      COMMAND "${CMAKE_CURRENT_SOURCE_DIR}/cmake/tabpage.sh" "${_lbs_tab_rst}" "${PROJECT_VERSION}"
+              "${_lbs_tab_man_rst}"
+      COMMAND "${LBSCRYPT_RST2MAN}" --strict "${_lbs_tab_man_rst}" "${_lbs_tab_man}"
+      DEPENDS "${_lbs_tab_rst}" "${CMAKE_CURRENT_SOURCE_DIR}/cmake/tabpage.sh"
+      COMMENT "lbscrypttab(5) from Documentation/lbscrypttab.rst"
+      VERBATIM)
+    add_custom_target(lbscrypttab_manpage ALL DEPENDS "${_lbs_tab_man}")
+    install(FILES "${_lbs_tab_man}" DESTINATION "${CMAKE_INSTALL_MANDIR}/man5")
   else()
     message(STATUS "lbscrypt(8) not built: needs rst2man and ${_lbs_rst}")
   endif()

@@ -38,6 +38,9 @@ struct AttachServices {
   std::function<Result<int>(const std::vector<std::string> &argv)> run;
   // Whether a path exists (the check program under kCheckDir).
   std::function<bool(const std::string &path)> exists;
+  // The path a link resolves to (every link followed), nullopt when it does not exist: for a
+  // device path a table line cannot hold as written (udev's \xNN names).
+  std::function<std::optional<std::string>(const std::string &path)> device_behind;
   // The mode bits of a regular key file, nullopt when it is not one (or cannot be looked at).
   std::function<std::optional<unsigned>(const std::string &path)> key_file_mode;
 };

@@ -25,6 +25,8 @@ inline constexpr std::uint32_t kDefaultTries = 3;  // crypttab's
 // Where Debian's cryptsetup keeps its check programs (check=NAME).
 inline constexpr const char *kCheckDir = "/lib/cryptsetup/checks";
 inline constexpr const char *kDefaultCheck = "blkid";
+// tmp without a type: the filesystem systemd makes for it.
+inline constexpr const char *kDefaultTmpFilesystem = "ext4";
 
 // password-cache=: whether a passphrase is taken from the kernel keyring, where
 // systemd-ask-password keeps what it was told (--keyname). Unset: every answer is kept, and one
@@ -47,6 +49,8 @@ struct VolumeOptions {
   std::optional<std::uint64_t> device_timeout_us;  // x-systemd.device-timeout=
   bool netdev = false;                             // _netdev
   bool headless = false;                           // headless=
+  bool swap = false;                               // swap: mkswap after it opens
+  std::optional<std::string> tmp_fstype;           // tmp[=TYPE]: mkfs.TYPE after it opens
 
   PasswordCache password_cache = PasswordCache::unset;  // password-cache=
 };
@@ -60,6 +64,10 @@ inline constexpr std::uint64_t kTimeInfinity = std::numeric_limits<std::uint64_t
 // m/min/minute(s), h/hr/hour(s), d/day(s), w/week(s), M/month(s), y/year(s). Microseconds.
 [[nodiscard]] Result<std::uint64_t> parse_time_span(std::string_view text);
 
+// systemd's booleans (parse_boolean): 1, yes, y, true, t, on and 0, no, n, false, f, off, in
+// any case; nullopt for anything else.
+[[nodiscard]] std::optional<bool> parse_boolean(std::string_view text);
+
 // True when the key field asks for a passphrase: "none", "-" or empty.
 [[nodiscard]] bool is_passphrase_key(std::string_view key_field);
 
@@ -70,9 +78,16 @@ inline constexpr std::uint64_t kTimeInfinity = std::numeric_limits<std::uint64_t
 // a multiple of the sector size, a key size the cipher cannot take, hash=NAME:0.
 [[nodiscard]] Result<VolumeOptions> parse_volume_options(std::string_view options, bool passphrase);
 
-// The path a DEVICE field names: /dev/disk/by-{uuid,partuuid,label,partlabel}/X for
-// UUID=X, PARTUUID=X, LABEL=X, PARTLABEL=X; an absolute path as it is. A path that is not
-// normalised ("//", "/./", "/../", a trailing '/') is refused with its normal form.
+// A tag's value as udev names its link under /dev/disk (libblkid's blkid_encode_string, the
+// _ENC properties): ASCII letters, digits and "#+-.:=@_" and valid multi-byte UTF-8 stay,
+// every other byte (a backslash, a blank, '/', '(' ...) becomes \xNN, lower-case hex.
+[[nodiscard]] std::string udev_encode(std::string_view text);
+
+// The path a DEVICE field names: /dev/disk/by-{uuid,partuuid,label,partlabel}/E for
+// UUID=X, PARTUUID=X, LABEL=X, PARTLABEL=X, E being udev_encode(X) (X without the double or
+// single quotes around it, as systemd reads it); an absolute path as it is (an escaped one,
+// /dev/disk/by-label/Data\x281\x29, as written). A path that is not normalised ("//", "/./",
+// "/../", a trailing '/') is refused with its normal form.
 [[nodiscard]] Result<std::string> volume_device_path(std::string_view device);
 
 // Checks a key field that names a key file: no quote, backslash or control byte (NUL

@@ -40,9 +40,14 @@ inline constexpr const char *kSliceName = "system-lbscrypt.slice";
 // The longest unit or drop-in directory name systemd and the filesystem take (NAME_MAX).
 inline constexpr std::size_t kMaxUnitName = 255;
 
+// systemd's own formatter, which its generator runs after a swap or tmp volume opens
+// (Debian 12's path; merged-/usr systems have it in /usr/lib/systemd as well).
+inline constexpr const char *kSystemdMakefs = "/lib/systemd/systemd-makefs";
+
 struct GeneratorSettings {
-  std::string tool;    // the lbscrypt the units run: /usr/sbin/lbscrypt
-  std::string source;  // the file the lines come from: /etc/lbscrypttab
+  std::string tool;                     // the lbscrypt the units run: /usr/sbin/lbscrypt
+  std::string source;                   // the file the lines come from: /etc/lbscrypttab
+  std::string makefs = kSystemdMakefs;  // what formats a swap or tmp volume
 };
 
 // systemd's escaping of a string for a unit name (systemd-escape): [A-Za-z0-9:_.] stay, '/'
@@ -63,6 +68,16 @@ struct GeneratorSettings {
 // error; the others are generated all the same.
 [[nodiscard]] GeneratedUnits generate_units(const std::vector<TabEntry> &entries,
                                             const GeneratorSettings &settings);
+
+// The kernel command line's word on the generator, modelled on systemd's luks= and rd.luks=:
+// lbscrypt=BOOL everywhere, rd.lbscrypt=BOOL only in the initramfs (`in_initrd`), the last one
+// given winning; a bare lbscrypt (or rd.lbscrypt) is yes. Words are split at blanks outside
+// double or single quotes, the quotes removed (lbscrypt="no").
+struct KernelSwitch {
+  bool enabled = true;
+  std::vector<std::string> warnings;  // a value that is not a boolean: the word is ignored
+};
+[[nodiscard]] KernelSwitch kernel_command_line_switch(std::string_view cmdline, bool in_initrd);
 
 // Writes them under `dir` (which exists, as systemd hands it over). A failure does not stop the
 // rest: every other file and link is written (a link to a unit that could not be written is

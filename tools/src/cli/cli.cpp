@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -44,17 +45,34 @@ namespace lbscrypt::cli {
 
 namespace {
 
-// A whole text file; Errc::not_found when it does not exist.
+// A whole text file; Errc::not_found when it does not exist, Errc::device naming the reason
+// when it is a directory or a read fails part way.
 Result<std::string> read_text_file(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int error = errno;
+  const auto failed = [&](int error) {
     return make_error(error == ENOENT ? Errc::not_found : Errc::device,
                       fmt::format("cannot read {}: {}", path, std::strerror(error)), error);
+  };
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg, hicpp-signed-bitwise)
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return failed(errno);
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text;
+  std::array<char, 65536> chunk{};
+  while (true) {
+    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n > 0) {
+      text.append(chunk.data(), static_cast<std::size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const int error = errno;
+      ::close(fd);
+      return failed(error);
+    }
+  }
+  ::close(fd);
+  return text;
 }
 
 // Now in UTC, ISO 8601 to the second, for the state file's people.
@@ -217,6 +235,7 @@ struct Args {
   TableArgs table;
   OpenArgs open;
   CloseArgs close;
+  CloseArgs detach;
   StatusArgs status;
   CheckArgs check;
   MatrixArgs matrix;
@@ -251,6 +270,8 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
        [&] { return open_command(a.open, f, services, out, err); }},
       {add_close_command(app, a.close, f),
        [&] { return close_command(a.close, f, services, err); }},
+      {add_detach_command(app, a.detach, f),
+       [&] { return close_command(a.detach, f, services, err); }},
       {add_status_command(app, a.status, f),
        [&] { return status_command(a.status, f, services, out, err); }},
       {add_check_command(app, a.check, f),

@@ -16,13 +16,18 @@ namespace lbscrypt::cli {
 
 // The name the generator is installed under (a link to lbscrypt): run as generate-units.
 inline constexpr const char *kGeneratorName = "lbscrypt-generator";
+inline constexpr const char *kKernelCommandLine = "/proc/cmdline";
+// systemd's mark of an initramfs: rd.lbscrypt= counts only where it exists.
+inline constexpr const char *kInitrdRelease = "/etc/initrd-release";
 
 struct GenerateArgs {
   std::string normal_dir;  // systemd passes three directories; the units go to the first
   std::string early_dir;
   std::string late_dir;
   std::string tab = kLbscrypttab;
-  std::string tool;  // the lbscrypt the units run; empty: the installed one
+  std::string tool;                          // the lbscrypt the units run; empty: the installed one
+  std::string cmdline = kKernelCommandLine;  // lbscrypt= and rd.lbscrypt= are read here
+  std::string makefs;  // what formats swap and tmp volumes; empty: systemd's, where it is
 };
 
 [[nodiscard]] CLI::App *add_generate_command(CLI::App &app, GenerateArgs &args, CommonFlags &flags);

@@ -121,6 +121,17 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, VolumeOptions 
     return path.error();
   }
   v.mapping.device = *path;
+  if (!check_table_word("device", *path)) {
+    // udev's escaped names (by-label/Data\x281\x29): the kernel reads a backslash in a table
+    // line as its own escape, so the device the link points to goes into the table.
+    auto behind = services.device_behind ? services.device_behind(*path) : std::nullopt;
+    if (!behind) {
+      return make_error(Errc::not_found,
+                        fmt::format("{}: {} does not exist: no device has that name yet",
+                                    request.name, printable(*path)));
+    }
+    v.mapping.device = std::move(behind).value();
+  }
   KeyOptions key = v.key;
   key.quiet = true;  // the line names cipher, size and hash: no defaults to warn about
   std::vector<std::string> notes;
@@ -271,6 +282,11 @@ AttachServices system_attach_services() {
   s.exists = [](const std::string &path) {
     std::error_code ec;
     return std::filesystem::exists(path, ec);
+  };
+  s.device_behind = [](const std::string &path) -> std::optional<std::string> {
+    std::error_code ec;
+    auto real = std::filesystem::canonical(path, ec);
+    return ec ? std::nullopt : std::optional<std::string>(real.string());
   };
   s.key_file_mode = [](const std::string &path) -> std::optional<unsigned> {
     struct stat st {};

@@ -205,8 +205,9 @@ Result<std::uint64_t> option_time(std::string_view option, std::string_view text
   return span;
 }
 
-// systemd's booleans (parse_boolean).
-Result<bool> option_bool(std::string_view option, std::string_view text) {
+}  // namespace
+
+std::optional<bool> parse_boolean(std::string_view text) {
   constexpr std::string_view kTrue[] = {"1", "yes", "y", "true", "t", "on"};
   constexpr std::string_view kFalse[] = {"0", "no", "n", "false", "f", "off"};
   std::string lower(text);
@@ -218,6 +219,16 @@ Result<bool> option_bool(std::string_view option, std::string_view text) {
   }
   if (std::find(std::begin(kFalse), std::end(kFalse), lower) != std::end(kFalse)) {
     return false;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// systemd's booleans (parse_boolean), the error naming the option.
+Result<bool> option_bool(std::string_view option, std::string_view text) {
+  if (const auto value = parse_boolean(text)) {
+    return *value;
   }
   return bad(fmt::format("{}={} is not a boolean: give yes or no (1, true, on; 0, false, off)",
                          option, printable(text)));
@@ -383,6 +394,33 @@ std::vector<OptionRule> option_rules() {
       {"fail", false, flag_into(&VolumeOptions::nofail, false)},
       {"x-initrd.attach", false, flag_into(&VolumeOptions::initrd_attach, true)},
       {"plain", false, [](std::string_view, VolumeOptions &) -> Result<void> { return Ok{}; }},
+      // systemd's other name for discard
+      {"allow-discards", false,
+       [](std::string_view, VolumeOptions &v) -> Result<void> {
+         v.mapping.flags.allow_discards = true;
+         return Ok{};
+       }},
+      {"swap", false, flag_into(&VolumeOptions::swap, true)},
+      {"tmp", false,
+       [](std::string_view, VolumeOptions &v) -> Result<void> {
+         v.tmp_fstype = kDefaultTmpFilesystem;
+         return Ok{};
+       }},
+      {"tmp", true,
+       [](std::string_view value, VolumeOptions &v) -> Result<void> {
+         const bool word = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '.' ||
+                  c == '_' || c == '-' || c == '+';
+         });
+         if (!word) {
+           return bad(fmt::format(
+               "tmp={} is not a filesystem type: give one mkfs.TYPE makes (tmp=xfs), or tmp "
+               "alone for {}",
+               printable(value), kDefaultTmpFilesystem));
+         }
+         v.tmp_fstype = std::string(value);
+         return Ok{};
+       }},
   };
   for (const FlagWord &flag : kFlagWords) {
     if (!flag.crypttab.empty()) {
@@ -396,6 +434,61 @@ std::vector<OptionRule> option_rules() {
   return rules;
 }
 
+// Why lbscrypt does not take an option systemd-cryptsetup takes (systemd 252, and a few of
+// later versions), or nullopt for a name systemd does not know either.
+std::optional<std::string_view> systemd_only_option(std::string_view name) {
+  struct Refusal {
+    std::string_view name;
+    std::string_view why;
+  };
+  constexpr std::string_view kLuksHeader =
+      "it reads a LUKS header, and a plain volume has none; list a LUKS volume in "
+      "/etc/crypttab";
+  constexpr std::string_view kTcrypt =
+      "it is for TrueCrypt and VeraCrypt volumes; list one in /etc/crypttab";
+  constexpr std::string_view kToken =
+      "a key from a token (PKCS#11, FIDO2, TPM2) is enrolled in a LUKS2 header, and a plain "
+      "volume has none; give a key file or ask for a passphrase";
+  constexpr Refusal kRefusals[] = {
+      {"verify", "plain mode asks once; check= catches a mistyped passphrase and asks again"},
+      {"password-echo",
+       "the passphrase is asked with systemd-ask-password's default (no echo); drop it"},
+      {"try-empty-password",
+       "plain mode opens with any passphrase, an empty one too: the volume would open as "
+       "garbage; give a key file or ask for a passphrase"},
+      {"key-slot", kLuksHeader},
+      {"keyslot", kLuksHeader},
+      {"header", kLuksHeader},
+      {"token-timeout", kToken},
+      {"pkcs11-uri", kToken},
+      {"fido2-device", kToken},
+      {"fido2-cid", kToken},
+      {"fido2-rp", kToken},
+      {"tpm2-device", kToken},
+      {"tpm2-pcrs", kToken},
+      {"tpm2-signature", kToken},
+      {"tpm2-pin", kToken},
+      {"tpm2-public-key", kToken},
+      {"tpm2-public-key-pcrs", kToken},
+      {"tpm2-pcrlock", kToken},
+      {"tpm2-measure-pcr", kToken},
+      {"tpm2-measure-bank", kToken},
+      {"tcrypt-hidden", kTcrypt},
+      {"tcrypt-system", kTcrypt},
+      {"tcrypt-veracrypt", kTcrypt},
+      {"tcrypt-keyfile", kTcrypt},
+      {"veracrypt-pim", kTcrypt},
+      {"link-volume-key",
+       "it keeps a LUKS volume key in a keyring; list a LUKS volume in /etc/crypttab"},
+      {"fixate-volume-key", kLuksHeader},
+      {"keyfile-erase",
+       "lbscrypt never deletes a key file; remove it after the boot if it must go"},
+  };
+  const auto *found = std::find_if(std::begin(kRefusals), std::end(kRefusals),
+                                   [&](const Refusal &r) { return r.name == name; });
+  return found == std::end(kRefusals) ? std::nullopt : std::optional(found->why);
+}
+
 // crypttab types and options lbscrypt leaves to cryptsetup, with what to do instead.
 Error foreign_option(std::string_view name) {
   constexpr std::string_view kOtherTypes[] = {"luks", "tcrypt", "bitlk", "fvault2", "loopaes"};
@@ -404,6 +497,9 @@ Error foreign_option(std::string_view name) {
         fmt::format("option '{}': lbscrypttab opens plain volumes only; list a {} volume "
                     "in /etc/crypttab",
                     name, name));
+  }
+  if (const auto why = systemd_only_option(name)) {
+    return bad(fmt::format("option '{}' is not supported: {}", name, *why));
   }
   if (name == "keyfile-timeout") {
     return bad(
@@ -443,6 +539,11 @@ std::optional<std::uint32_t> aes_key_bits(const CipherSpec &spec, std::uint32_t 
 // The checks that need several options, or the key field: what attach would refuse at boot.
 Result<void> check_together(const VolumeOptions &v, bool passphrase,
                             const std::set<std::string, std::less<>> &seen) {
+  if (v.swap && v.tmp_fstype) {
+    return bad(
+        "swap and tmp both format the volume after it opens (mkswap, mkfs): keep the one the "
+        "volume is for");
+  }
   if (passphrase && (seen.contains("keyfile-offset") || seen.contains("keyfile-size"))) {
     return bad(
         "keyfile-offset= and keyfile-size= are for a key file, and the line asks for a "
@@ -620,6 +721,90 @@ Result<VolumeOptions> parse_volume_options(std::string_view options, bool passph
   return v;
 }
 
+namespace {
+
+// The length of the UTF-8 sequence a lead byte starts (as libblkid counts it, up to 6), 0 for
+// a byte that starts none.
+std::size_t utf8_sequence_length(unsigned char lead) {
+  if (lead < 0x80) {
+    return 1;
+  }
+  std::size_t length = 0;
+  for (unsigned char bit = 0x80; (lead & bit) != 0 && bit != 0; bit >>= 1U) {
+    ++length;
+  }
+  return length >= 2 && length <= 6 ? length : 0;
+}
+
+// The bytes a UTF-8 encoding of `code` takes, as the shortest form.
+std::size_t utf8_encoded_length(std::uint32_t code) {
+  constexpr std::uint32_t kLimits[] = {0x80, 0x800, 0x10000, 0x200000, 0x4000000};
+  std::size_t length = 1;
+  for (const std::uint32_t limit : kLimits) {
+    if (code < limit) {
+      return length;
+    }
+    ++length;
+  }
+  return 6;
+}
+
+// The length of the valid multi-byte character at the start of `text`, or 0: well formed,
+// shortest form, and a character udev keeps (not above U+10FFFF, not a surrogate, not one of
+// U+FDD0..U+FDEF, not U+xFFFF).
+std::size_t valid_multibyte(std::string_view text) {
+  const auto lead = static_cast<unsigned char>(text.front());
+  const std::size_t length = utf8_sequence_length(lead);
+  if (length < 2 || length > text.size()) {
+    return 0;
+  }
+  std::uint32_t code = lead & (0xffU >> (length + 1));
+  for (std::size_t k = 1; k < length; ++k) {
+    const auto byte = static_cast<unsigned char>(text[k]);
+    if ((byte & 0xc0U) != 0x80U) {
+      return 0;
+    }
+    code = (code << 6U) | (byte & 0x3fU);
+  }
+  const bool kept = code <= 0x10ffff && (code & 0xfffff800U) != 0xd800 &&
+                    !(code >= 0xfdd0 && code <= 0xfdef) && (code & 0xffffU) != 0xffff;
+  return utf8_encoded_length(code) == length && kept ? length : 0;
+}
+
+// The two quotes systemd strips from around a tag's value (LABEL="Data").
+std::string_view unquoted(std::string_view value) {
+  if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+      value.back() == value.front()) {
+    return value.substr(1, value.size() - 2);
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string udev_encode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (const std::size_t length = valid_multibyte(text.substr(i)); length > 1) {
+      out += text.substr(i, length);
+      i += length;
+      continue;
+    }
+    const bool allowed = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') ||
+                         (c >= 'a' && c <= 'z') ||
+                         std::string_view("#+-.:=@_").find(c) != std::string_view::npos;
+    if (allowed) {
+      out += c;
+    } else {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    }
+    ++i;
+  }
+  return out;
+}
+
 Result<std::string> volume_device_path(std::string_view device) {
   constexpr std::pair<std::string_view, std::string_view> kTags[] = {
       {"UUID=", "/dev/disk/by-uuid/"},
@@ -629,12 +814,13 @@ Result<std::string> volume_device_path(std::string_view device) {
   };
   for (const auto &[tag, dir] : kTags) {
     if (device.starts_with(tag)) {
-      const std::string_view id = device.substr(tag.size());
-      if (id.empty() || id == "." || id == ".." || id.find('/') != std::string_view::npos) {
-        return bad(fmt::format("device {} names no {}: give {}VALUE without '/'", printable(device),
+      const std::string_view id = unquoted(device.substr(tag.size()));
+      if (id.empty() || id == "." || id == "..") {
+        return bad(fmt::format("device {} names no {}: give {}VALUE", printable(device),
                                tag.substr(0, tag.size() - 1), tag));
       }
-      return fmt::format("{}{}", dir, id);
+      // The name udev gives the link: every byte it does not keep as \xNN.
+      return fmt::format("{}{}", dir, udev_encode(id));
     }
   }
   if (device.empty() || device.front() != '/') {
@@ -720,8 +906,10 @@ Lbscrypttab parse_lbscrypttab(std::string_view text, std::string_view path) {
       refuse(device.error().message);
       continue;
     }
-    if (auto r = check_table_word("device", *device); !r) {
-      refuse(r.error().message);
+    if (std::any_of(device->begin(), device->end(),
+                    [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+      refuse(
+          fmt::format("device '{}' holds a control character: remove it", printable(entry.device)));
       continue;
     }
     entry.path = std::move(device).value();

@@ -126,6 +126,11 @@ Result<std::string> volume_unit(const TabEntry &e, const GeneratorSettings &sett
     }
     args.at(i) = std::move(arg).value();
   }
+  auto mapper = exec_argument("/dev/mapper/" + e.name);
+  if (!mapper) {
+    return mapper.error();
+  }
+  const std::string &mapper_arg = *mapper;
   const char *target = v.netdev ? "remote-cryptsetup.target" : "cryptsetup.target";
   std::string u;
   u += fmt::format("# Made by lbscrypt-generator from {} line {}; edit that line, not this file.\n",
@@ -174,7 +179,17 @@ Result<std::string> volume_unit(const TabEntry &e, const GeneratorSettings &sett
   u += "OOMScoreAdjust=500\n";
   u += fmt::format("ExecStart={} attach {} {} {} {}\n", settings.tool, args[0], args[1], args[2],
                    args[3]);
-  u += fmt::format("ExecStop={} close {}\n", settings.tool, args[0]);
+  u += fmt::format("ExecStop={} detach {}\n", settings.tool, args[0]);
+  // As systemd's generator: swap and tmp are made anew at every start, by systemd-makefs.
+  if (v.swap) {
+    u += fmt::format("ExecStartPost={} swap {}\n", settings.makefs, mapper_arg);
+  } else if (v.tmp_fstype) {
+    auto type = exec_argument(*v.tmp_fstype);
+    if (!type) {
+      return type.error();
+    }
+    u += fmt::format("ExecStartPost={} {} {}\n", settings.makefs, *type, mapper_arg);
+  }
   return u;
 }
 
@@ -338,6 +353,50 @@ GeneratedUnits generate_units(const std::vector<TabEntry> &entries,
   }
   if (!out.files.empty()) {
     out.files.push_back({kSliceName, slice_unit()});
+  }
+  return out;
+}
+
+KernelSwitch kernel_command_line_switch(std::string_view cmdline, bool in_initrd) {
+  KernelSwitch out;
+  std::vector<std::string> words(1);
+  char quote = 0;
+  for (const char c : cmdline) {
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        words.back() += c;
+      }
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (!words.back().empty()) {
+        words.emplace_back();
+      }
+    } else {
+      words.back() += c;
+    }
+  }
+  for (const std::string &word : words) {
+    std::string_view key = std::string_view(word).substr(0, word.find('='));
+    if (key == "rd.lbscrypt" && in_initrd) {
+      key = "lbscrypt";
+    }
+    if (key != "lbscrypt") {
+      continue;
+    }
+    if (word.find('=') == std::string::npos) {
+      out.enabled = true;
+      continue;
+    }
+    const auto value = parse_boolean(std::string_view(word).substr(word.find('=') + 1));
+    if (!value) {
+      out.warnings.push_back(
+          fmt::format("the kernel command line's {} is not yes or no: ignored", word));
+      continue;
+    }
+    out.enabled = *value;
   }
   return out;
 }
