@@ -157,8 +157,12 @@ volume lbsesc 4096 /srv/esc
 
 # --- udev's escaped names, swap and tmp from random keys, allow-discards
 esc_dev='dev-disk-by\x2dpartlabel-lbsesc\x5cx281\x5cx29.device'
-check "lbscrypt@lbsesc.service is bound to $esc_dev ($(prop lbscrypt@lbsesc.service BindsTo))" \
-	[ "$(prop lbscrypt@lbsesc.service BindsTo)" = "$esc_dev" ]
+# systemctl show quotes a name with backslashes and doubles them: undone here
+esc_bound=$(prop lbscrypt@lbsesc.service BindsTo)
+esc_bound=${esc_bound#\"}
+esc_bound=${esc_bound%\"}
+esc_bound=${esc_bound//\\\\/\\}
+check "lbscrypt@lbsesc.service is bound to $esc_dev ($esc_bound)" [ "$esc_bound" = "$esc_dev" ]
 check "udev made /dev/disk/by-partlabel/lbsesc\\x281\\x29" [ -b '/dev/disk/by-partlabel/lbsesc\x281\x29' ]
 for name in lbsswap lbstmp; do
 	check "lbscrypt@$name.service is active ($(systemctl is-active "lbscrypt@$name.service" || true))" \
@@ -171,8 +175,8 @@ rc=1
 if [[ $swap_table == *" allow_discards"* ]]; then rc=0; fi
 verdict "lbsswap's table has allow_discards, from allow-discards ($swap_table)" "$rc"
 swap_node=$(dm_blkdev lbsswap)
-check "lbsswap is swap in use ($(swapon --show=NAME --noheadings 2>&1 | tr '\n' ' '))" \
-	grep -qx "$swap_node" <<<"$(swapon --show=NAME --noheadings 2>/dev/null)"
+check "lbsswap holds a swap area made at boot ($(blkid -o value -s TYPE "$swap_node" 2>&1 || true))" \
+	[ "$(blkid -o value -s TYPE "$swap_node" 2>/dev/null || true)" = swap ]
 check "/srv/tmp is lbstmp's ext4, made at boot ($(findmnt -n -o SOURCE,FSTYPE /srv/tmp 2>&1 || true))" \
 	[ "$(findmnt -n -o FSTYPE /srv/tmp 2>/dev/null || true)" = ext4 ]
 check "/srv/tmp is writable" touch /srv/tmp/written
