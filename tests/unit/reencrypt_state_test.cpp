@@ -638,6 +638,37 @@ TEST_CASE("reencrypt state: a removal stopped in the journal's wipe has removed 
   CHECK(names_in(dir.path).empty());
 }
 
+TEST_CASE("reencrypt state: a removal cut after the rename leaves no state to read",
+          "[reencrypt]") {
+  const TempDir dir;
+  const auto path = dir.path / "vdb.state";
+  const auto journal = lbscrypt::journal_path(path);
+  const auto ended = lbscrypt::ended_state_path(path);
+  CHECK(ended == dir.path / "vdb.state.ended");
+  // Nothing ended: nothing to finish, nothing removed.
+  REQUIRE(lbscrypt::write_state(path, sample_state()).ok());
+  { std::ofstream(journal, std::ios::binary) << std::string(4096, '\x5a'); }
+  const auto none = lbscrypt::finish_ended_state(path);
+  REQUIRE(none.ok());
+  CHECK_FALSE(*none);
+  CHECK(names_in(dir.path) == std::set<std::string>{"vdb.state", "vdb.state.journal"});
+  // The state as remove_state's rename leaves it when a cut comes before the wipe (the wipe of
+  // a whole file is what a cut can stop half way): STATE is gone, so --resume never reads a
+  // state half wiped; the leftovers are finished, verifiers wiped.
+  std::filesystem::rename(path, ended);
+  const auto witness = dir.path / "witness";
+  std::filesystem::create_hard_link(ended, witness);
+  const std::string state_text = file_text(ended);
+  const auto missing = lbscrypt::read_state(path);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == lbscrypt::Errc::not_found);
+  const auto finished = lbscrypt::finish_ended_state(path);
+  REQUIRE(finished.ok());
+  CHECK(*finished);
+  CHECK(names_in(dir.path) == std::set<std::string>{"witness"});
+  CHECK(file_text(witness) == std::string(state_text.size(), '\0'));
+}
+
 TEST_CASE("reencrypt state: a journal that is a symlink stops the removal", "[reencrypt]") {
   const TempDir dir;
   const auto path = dir.path / "vdb.state";

@@ -163,10 +163,15 @@ struct ReencryptState {
 [[nodiscard]] Result<void> write_state(const std::filesystem::path &path,
                                        const ReencryptState &state);
 [[nodiscard]] Result<ReencryptState> read_state(const std::filesystem::path &path);
-// Removes the state file, durably (directory fsynced), then wipes its journal and removes it:
-// a power cut anywhere leaves either the state with its whole journal (--resume finishes) or
-// no state. A journal without its state is a leftover to remove.
+// Removes the state file: renamed to STATE.ended (durable), wiped there and removed, then its
+// journal wiped and removed, each step durable. A power cut anywhere leaves either the state
+// with its whole journal (--resume finishes) or no state (STATE.ended and the journal are
+// leftovers of a run that ended, which finish_ended_state removes).
 [[nodiscard]] Result<void> remove_state(const std::filesystem::path &path);
+[[nodiscard]] std::filesystem::path ended_state_path(const std::filesystem::path &state);
+// Where STATE is absent and STATE.ended is there (a stop came while a finished run removed its
+// state): the removal finished (remove_state), true. false when there is nothing of the kind.
+[[nodiscard]] Result<bool> finish_ended_state(const std::filesystem::path &path);
 
 // An exclusive flock on the state file for the whole run: a second reencrypt of the same run
 // is Errc::busy. Released by destruction.

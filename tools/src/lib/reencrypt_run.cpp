@@ -792,9 +792,37 @@ Result<RunKeys> resume_keys(const ReencryptState &state, const ReencryptState &r
   return RunKeys{std::move(*old_key), std::move(*new_key), std::move(auth).value()};
 }
 
+// A resume's state file. A stop that came while a finished run removed its state leaves
+// STATE.ended (and perhaps the journal) and no STATE: that removal is finished here, under the
+// lock of STATE.ended (a run still removing it holds that lock), and the resume ends in one line
+// saying so; nothing touches the device.
+Result<ReencryptState> read_resume_state(const ReencryptRequest &request) {
+  auto state = read_state(request.state);
+  if (state || state.error().code != Errc::not_found) {
+    return state;
+  }
+  std::error_code error;
+  if (!std::filesystem::exists(ended_state_path(request.state), error)) {
+    return state;
+  }
+  auto lock = StateLock::acquire(ended_state_path(request.state));
+  if (!lock) {
+    return lock.error();
+  }
+  auto finished = finish_ended_state(request.state);
+  if (!finished) {
+    return finished.error();
+  }
+  return make_error(Errc::not_found,
+                    fmt::format("{}: the run had ended, and was stopped while it removed its state "
+                                "file; its leftover files are removed now: nothing to resume",
+                                printable(request.state.string())),
+                    ENOENT);
+}
+
 Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Environment &env,
                                     const ReencryptSteps &steps) {
-  auto state = read_state(request.state);
+  auto state = read_resume_state(request);
   if (!state) {
     return state.error();
   }
@@ -875,7 +903,7 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (env.kernel == nullptr) {
     return make_error(Errc::kernel, "online reencrypt needs device-mapper");
   }
-  auto state = read_state(request.state);
+  auto state = read_resume_state(request);
   if (!state) {
     return state.error();
   }

@@ -657,12 +657,23 @@ Result<ReencryptState> read_state(const std::filesystem::path &path) {
   return state_from_json(text, path.string());
 }
 
+std::filesystem::path ended_state_path(const std::filesystem::path &state) {
+  std::filesystem::path out = state;
+  out += ".ended";
+  return out;
+}
+
 Result<void> remove_state(const std::filesystem::path &path) {
-  // Nothing is removed unless both paths are regular files (or absent).
+  // Nothing is removed unless every path is a regular file (or absent).
   const auto journal = journal_path(path);
+  const auto ended = ended_state_path(path);
   const auto state_exists = statefile_exists(path, "remove the state file");
   if (!state_exists) {
     return state_exists.error();
+  }
+  const auto ended_exists = statefile_exists(ended, "wipe the ended state file");
+  if (!ended_exists) {
+    return ended_exists.error();
   }
   const auto journal_exists = statefile_exists(journal, "wipe the journal");
   if (!journal_exists) {
@@ -671,17 +682,27 @@ Result<void> remove_state(const std::filesystem::path &path) {
   // The state goes first, durably: while it exists --resume reads the journal, so a power cut
   // must never find the state beside a journal already wiped (its blank slots would read as
   // a run at position 0, and the volume would be converted a second time) or already gone.
+  // It is renamed away before it is wiped: a cut during the wipe leaves STATE.ended, which
+  // --resume finishes removing, never a state file it cannot read.
   if (*state_exists) {
-    // Its verifiers and MAC are zeros in place first, durable, so the unlinked blocks do not
-    // keep them (a copy-on-write filesystem or an SSD may still: see the documentation).
-    if (auto r = statefile_overwrite(path, "wipe the state file"); !r) {
-      return r;
-    }
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return detail::state_file_error("remove the state file", path, errno);
+    if (rename(path.c_str(), ended.c_str()) != 0) {
+      return detail::state_file_error("rename the state file", path, errno);
     }
     if (const int err = detail::fsync_parent_directory(path); err != 0) {
       return detail::state_file_error("make durable the directory of", path, err);
+    }
+  }
+  if (*state_exists || *ended_exists) {
+    // Its verifiers and MAC are zeros in place, durable, so the unlinked blocks do not keep
+    // them (a copy-on-write filesystem or an SSD may still: see the documentation).
+    if (auto r = statefile_overwrite(ended, "wipe the state file"); !r) {
+      return r;
+    }
+    if (unlink(ended.c_str()) != 0 && errno != ENOENT) {
+      return detail::state_file_error("remove the state file", ended, errno);
+    }
+    if (const int err = detail::fsync_parent_directory(ended); err != 0) {
+      return detail::state_file_error("make durable the directory of", ended, err);
     }
   }
   if (!*journal_exists) {
@@ -698,6 +719,24 @@ Result<void> remove_state(const std::filesystem::path &path) {
     return detail::state_file_error("make durable the directory of", journal, err);
   }
   return {};
+}
+
+Result<bool> finish_ended_state(const std::filesystem::path &path) {
+  const auto state_exists = statefile_exists(path, "read the state file");
+  if (!state_exists) {
+    return state_exists.error();
+  }
+  const auto ended_exists = statefile_exists(ended_state_path(path), "wipe the ended state file");
+  if (!ended_exists) {
+    return ended_exists.error();
+  }
+  if (*state_exists || !*ended_exists) {
+    return false;
+  }
+  if (auto r = remove_state(path); !r) {
+    return r.error();
+  }
+  return true;
 }
 
 StateLock::~StateLock() {
