@@ -865,8 +865,8 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
   if (!keys) {
     return keys.error();
   }
-  return run_with(request, *state, keys->old_key, keys->new_key, nullptr, steps, {},
-                  RunOnline{}, std::move(locked).value());
+  return run_with(request, *state, keys->old_key, keys->new_key, nullptr, steps, {}, RunOnline{},
+                  std::move(locked).value());
 }
 
 // Online: NAME's table may lag the journal by the hotzone a kill -9 came after (its completed

@@ -479,16 +479,16 @@ Result<ReencryptState> state_from_json(std::string_view text, const std::string 
   // "device_identity" is absent only where the run's device was no block device (the unit
   // tests' stand-in, reencrypt_run.cpp); the MAC covers its absence as every other field.
   if (doc.contains("device_identity")) {
-    reader.expect_keys(doc, "",
-                       {"format", "run_id", "device", "device_id", "device_identity", "offset",
-                        "skip", "data_bytes", "hotzone_bytes", "old_side", "new_side",
-                        "old_verifier", "new_verifier", "started", "first_unit_mac",
-                        "started_online", "mac"});
+    reader.expect_keys(
+        doc, "",
+        {"format", "run_id", "device", "device_id", "device_identity", "offset", "skip",
+         "data_bytes", "hotzone_bytes", "old_side", "new_side", "old_verifier", "new_verifier",
+         "started", "first_unit_mac", "started_online", "mac"});
   } else {
     reader.expect_keys(doc, "",
-                       {"format", "run_id", "device", "device_id", "offset", "skip",
-                        "data_bytes", "hotzone_bytes", "old_side", "new_side", "old_verifier",
-                        "new_verifier", "started", "first_unit_mac", "started_online", "mac"});
+                       {"format", "run_id", "device", "device_id", "offset", "skip", "data_bytes",
+                        "hotzone_bytes", "old_side", "new_side", "old_verifier", "new_verifier",
+                        "started", "first_unit_mac", "started_online", "mac"});
   }
   ReencryptState state;
   state.format = reader.number32(doc, "", "format");
