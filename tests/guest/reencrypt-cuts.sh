@@ -4,7 +4,7 @@
 # KERNELS: arm64-64k
 # FULL-KERNELS: page>16384
 # LIMIT: 300 make check: the 4096->65536 ext4 conversion with a new key, no tears
-# FULL-LIMIT: 3600 three conversions, torn, the control, faults; LBS_REENC_CUTS_FULL=1: every write point and every tear
+# FULL-LIMIT: 3600 four conversions, torn, the control, faults; LBS_REENC_CUTS_FULL=1: every write point and every tear
 # ENV: LBS_REENC_CUTS_PARTS=cuts LBS_REENC_CUTS_CONVERSIONS=ext4-new-key LBS_REENC_CUTS_TORN=0
 # FULL-ENV: LBS_REENC_CUTS_FULL=1
 # NEEDS: tool dm-log-writes loop

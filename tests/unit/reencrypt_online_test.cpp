@@ -370,6 +370,7 @@ struct OnlineFixture {
   fs::path state;
   fs::path registry;
   fs::path sysfs;
+  fs::path proc;  // mountinfo puts everything on a disk other than vol; no swap, no process
   FakeKernel kernel;
   FakeBlockDevices devices;
   lbscrypt::Environment env;
@@ -395,6 +396,10 @@ struct OnlineFixture {
     state = dir / "state" / "run.state";
     registry = dir / "registry";
     sysfs = dir / "sys";
+    proc = dir / "proc";
+    fs::create_directories(proc / "self");
+    mount_on("254:7", "/", "/dev/lbstest-sdq");
+    std::ofstream(proc / "self" / "maps").flush();
     devices.sizes[device] = kOnlineBytes;
     devices.kinds[device] = lbscrypt::PathKind::block_device;
     devices.resolved["254:0"] = device;
@@ -417,6 +422,12 @@ struct OnlineFixture {
   OnlineFixture &operator=(OnlineFixture &&) = delete;
   ~OnlineFixture() { fs::remove_all(dir); }
 
+  // A line of the fake /proc/self/mountinfo: an ext4 on device `number` at `point`.
+  void mount_on(const std::string &number, const fs::path &point, const std::string &source) const {
+    std::ofstream(proc / "self" / "mountinfo", std::ios::app)
+        << "1 0 " << number << " / " << point.string() << " rw - ext4 " << source << " rw\n";
+  }
+
   [[nodiscard]] static CryptSide old_side() { return {"aes-xts-plain64", 64, 4096, false}; }
   [[nodiscard]] static CryptSide new_side() { return {"aes-xts-plain64", 64, 65536, true}; }
 
@@ -432,6 +443,7 @@ struct OnlineFixture {
     r.hotzone_bytes = kOnlineHotzone;
     r.registry_dir = registry;
     r.sysfs = sysfs;
+    r.proc = proc;
     return r;
   }
 
@@ -755,6 +767,14 @@ TEST_CASE("reencrypt online: refusals before a byte is written", "[reencrypt][on
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == Errc::busy);
   }
+  SECTION("the state file on a filesystem on vol (reencrypt_online_checks_test.cpp: the rest)") {
+    f.mount_on("253:0", f.dir / "state", "/dev/mapper/vol");
+    const auto r = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::refused);
+    CHECK_THAT(r.error().message, Catch::StartsWith("the state file " + f.state.string() +
+                                                    " is on vol (ext4 on vol)"));
+  }
   SECTION("a device other than the mapping's") {
     ReencryptRequest request = f.request(false);
     request.old_mapping.device = (f.dir / "sdy").string();
@@ -767,4 +787,26 @@ TEST_CASE("reencrypt online: refusals before a byte is written", "[reencrypt][on
   CHECK(f.registry_empty());
   CHECK(online_vol_events(f.kernel).empty());
   CHECK(f.live_lines().size() == 1);
+}
+
+TEST_CASE("reencrypt online: --resume with the state file on vol is refused, vol left live",
+          "[reencrypt][online]") {
+  OnlineFixture f;
+  f.stop_after = 1;
+  REQUIRE(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()).ok());
+  const Bytes before = f.volume.raw;
+  const auto events = f.kernel.events.size();
+  const auto state = lbscrypt::test::file_bytes(f.state);
+  f.mount_on("253:0", f.dir / "state", "/dev/mapper/vol");
+  f.stop_after = 0;
+  const auto r = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::refused);
+  CHECK_THAT(r.error().message,
+             Catch::StartsWith("the state file " + f.state.string() + " is on vol"));
+  CHECK(f.kernel.events.size() == events);  // nothing suspended, loaded or resumed
+  CHECK_FALSE(f.kernel.mappings.at("vol").info.suspended);
+  CHECK(f.volume.raw == before);
+  CHECK(lbscrypt::test::file_bytes(f.state) == state);
+  CHECK(f.users_read() == f.plain);
 }

@@ -15,6 +15,7 @@
 #include "lbscrypt/reencrypt_identity.hpp"
 #include "lbscrypt/reencrypt_leftovers.hpp"
 #include "lbscrypt/reencrypt_online.hpp"
+#include "lbscrypt/reencrypt_online_checks.hpp"
 #include "lbscrypt/reencrypt_plan.hpp"
 #include "lbscrypt/reencrypt_registry.hpp"
 #include "lbscrypt/reencrypt_tab.hpp"
@@ -607,6 +608,16 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   if (auto r = run_tables(old_mapping, request.new_side, env); !r) {
     return r.error();
   }
+  std::vector<std::string> warnings;
+  if (live) {
+    // What the run needs while NAME is suspended, off NAME; then the memory locked.
+    auto prepared = prepare_online_run(request, live->name, {live->info.major, live->info.minor},
+                                       request.new_side.sector_size, steps.lock_memory);
+    if (!prepared) {
+      return prepared.error();
+    }
+    warnings = std::move(prepared).value();
+  }
   ReencryptState state;
   state.device = where.identity.canonical;
   state.device_id = where.key;
@@ -622,7 +633,6 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
     return identity.error();
   }
   state.device_identity = *identity;
-  std::vector<std::string> warnings;
   if (!registry_key_survives_reboot(where.key)) {
     warnings.push_back(
         fmt::format("{} has no id that survives a reboot: open and attach know the run by the "
@@ -924,6 +934,19 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
                                   "the name of the volume the run converts",
                                   live->name, under, state->device));
   }
+  // What the run needs while NAME is suspended, off NAME, before it is suspended; when a kill
+  // -9 left it suspended, once it is put right (a refusal then leaves it live).
+  const auto prepare = [&]() {
+    return prepare_online_run(request, live->name, {live->info.major, live->info.minor},
+                              state->new_side.sector_size, steps.lock_memory);
+  };
+  Result<std::vector<std::string>> prepared = std::vector<std::string>{};
+  if (!live->info.suspended) {
+    prepared = prepare();
+    if (!prepared) {
+      return prepared.error();
+    }
+  }
   auto keys = resume_keys(*state, recorded, request, steps);
   if (!keys) {
     return keys.error();
@@ -967,12 +990,20 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   outcome.report.outcome =
       *position == state->data_bytes ? EngineOutcome::finished : EngineOutcome::stopped;
   outcome.report.progress = Progress{*position, *position, state->data_bytes, 0};
+  outcome.warnings = prepared.value();
   if (request.abort) {
     if (auto r = (*io)->close(); !r) {
       return r.error();
     }
     outcome.report.outcome = EngineOutcome::stopped;
     return outcome;
+  }
+  if (live->info.suspended) {
+    prepared = prepare();
+    if (!prepared) {
+      return prepared.error();
+    }
+    outcome.warnings = std::move(prepared).value();
   }
   // NAME is live again; now the checks of any resume (a refusal keeps the run).
   auto checked = resume_checked(request, *state, env);
