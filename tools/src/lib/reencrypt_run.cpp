@@ -402,9 +402,12 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
                                        run_abort_hint(request, live_switch->name()));
     }
     static_cast<void>(io.close());
-    return Error{report.error().code,
-                 fmt::format("{}; the run can go on: {}", message, run_resume_hint(request.state)),
-                 report.error().os_errno};
+    // Errc::invalid_argument: the journal and the device disagree (a damaged journal, one older
+    // than the device), which a --resume as it is cannot mend: its message says what to do.
+    if (report.error().code != Errc::invalid_argument) {
+      message = fmt::format("{}; the run can go on: {}", message, run_resume_hint(request.state));
+    }
+    return Error{report.error().code, message, report.error().os_errno};
   }
   outcome.report = *report;
   if (!report->buffer_locked) {
