@@ -840,6 +840,27 @@ TEST_CASE(
     REQUIRE(resumed.ok());
     CHECK(resumed->report.outcome == EngineOutcome::finished);
   }
+  SECTION("a user write beside the held hotzone, a power cut, --resume offline") {
+    // the users write the first unit after the held hotzone, as they may now
+    Bytes data(65536, 0x5A);
+    f.through_live(3 * kOnlineHotzone, data, true);
+    std::copy(data.begin(), data.end(),
+              f.plain.begin() + static_cast<std::ptrdiff_t>(3 * kOnlineHotzone));
+    // the power goes: no mapping is left, nothing holds the device
+    f.kernel.mappings.clear();
+    f.devices.users.erase(f.device);
+    ReencryptRequest offline = f.request(true);
+    offline.active_name.reset();
+    const auto resumed = lbscrypt::reencrypt_offline(offline, f.env, f.steps());
+    INFO((resumed.ok() ? std::string{} : resumed.error().message));
+    REQUIRE(resumed.ok());
+    CHECK(resumed->report.outcome == EngineOutcome::finished);
+    Bytes plain_now = f.volume.raw;
+    online_crypt_side(OnlineFixture::new_side(), f.new_key, plain_now, 0);
+    CHECK(plain_now == f.plain);
+    CHECK_FALSE(fs::exists(f.state));
+    return;
+  }
   SECTION("--resume with a wrong old key: refused, the mapping left as it is") {
     f.given_old_key = 0x12;
     const Bytes before = f.volume.raw;
