@@ -46,8 +46,8 @@ class KernelRef final : public lbscrypt::Kernel {
   lbscrypt::Result<std::vector<lbscrypt::TargetLine>> table(std::string_view n) override {
     return fake_.table(n);
   }
-  lbscrypt::Result<void> suspend(std::string_view n, bool lockfs) override {
-    return fake_.suspend(n, lockfs);
+  lbscrypt::Result<void> suspend(std::string_view n, lbscrypt::SuspendMode mode) override {
+    return fake_.suspend(n, mode);
   }
   lbscrypt::Result<void> reload(std::string_view n, const std::vector<lbscrypt::TargetLine> &l,
                                 bool read_only) override {

@@ -35,8 +35,10 @@ struct LeftoverMapping {
     std::string_view run_id, const std::vector<LeftoverMapping> &mappings);
 
 // The mappings there are (Kernel::list and info, holders from `sysfs`), planned as above and
-// removed. Returns the names removed.
+// removed; a mapping named `keep` is left out (an online resume's hotzone device, which the
+// users' mapping still routes through). Returns the names removed.
 [[nodiscard]] Result<std::vector<std::string>> remove_run_leftovers(
-    Kernel &kernel, const std::filesystem::path &sysfs, std::string_view run_id);
+    Kernel &kernel, const std::filesystem::path &sysfs, std::string_view run_id,
+    std::string_view keep = {});
 
 }  // namespace lbscrypt

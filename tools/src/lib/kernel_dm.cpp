@@ -294,9 +294,11 @@ class DevmapperKernel final : public Kernel {
     return targets(DM_DEVICE_TABLE, name);
   }
 
-  Result<void> suspend(std::string_view name, bool lockfs) override {
+  Result<void> suspend(std::string_view name, SuspendMode mode) override {
     const Task task(named_task(DM_DEVICE_SUSPEND, name));
-    if (!task || (!lockfs && dm_task_skip_lockfs(task.get()) == 0)) {
+    const bool queue = mode == SuspendMode::queue;
+    if (!task ||
+        (queue && (dm_task_skip_lockfs(task.get()) == 0 || dm_task_no_flush(task.get()) == 0))) {
       return dm_failure(Errc::kernel, "cannot prepare the suspend request");
     }
     if (dm_task_run(task.get()) == 0) {

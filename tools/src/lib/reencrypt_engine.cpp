@@ -435,8 +435,12 @@ Result<EngineReport> run_engine(const ReencryptState &state, ReencryptIo &io, Jo
       }
     }
     if (zone.position + zone.length < data) {
-      // Nothing after the hotzone was written since its record: no users either.
-      if (auto r = check.next_unit(zone.position + zone.length, zone.next_mac, false); !r) {
+      // Nothing after the hotzone was written since its record by the run; in a run started
+      // online the users may have written on beside the held hotzone (and a power cut then
+      // brings an offline --resume here), so only its conversion is refused there.
+      if (auto r = check.next_unit(zone.position + zone.length, zone.next_mac,
+                                   hooks.users_live || state.started_online);
+          !r) {
         return r.error();
       }
     }

@@ -52,13 +52,17 @@ Result<std::vector<std::string>> plan_leftover_removal(
 
 Result<std::vector<std::string>> remove_run_leftovers(Kernel &kernel,
                                                       const std::filesystem::path &sysfs,
-                                                      std::string_view run_id) {
+                                                      std::string_view run_id,
+                                                      std::string_view keep) {
   auto names = kernel.list();
   if (!names) {
     return names.error();
   }
   std::vector<LeftoverMapping> mappings;
   for (const std::string &name : *names) {
+    if (!keep.empty() && name == keep) {
+      continue;
+    }
     auto info = kernel.info(name);
     if (!info) {
       if (info.error().code == Errc::not_found) {

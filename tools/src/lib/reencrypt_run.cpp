@@ -393,13 +393,19 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
   if (!report) {
     std::string message = report.error().message;
     if (live_switch != nullptr) {
-      // The mapping may be suspended mid-hotzone: its users hang until it is put right.
+      // A hotzone may be held mid-way: its users wait until it is converted, or fail.
       auto settled = settle_online(*live_switch, state, io, journal);
-      message += settled ? fmt::format("; {} was resumed with the table of position {}",
-                                       live_switch->name(), *settled)
-                         : fmt::format("; and {} could not be put right ({}): {}",
-                                       live_switch->name(), settled.error().message,
-                                       run_abort_hint(request, live_switch->name()));
+      message +=
+          settled ? fmt::format("; {} has the table of position {}", live_switch->name(), *settled)
+                  : fmt::format("; and {} could not be put right: {}", live_switch->name(),
+                                settled.error().message);
+      static_cast<void>(io.close());
+      return Error{report.error().code,
+                   fmt::format("{}; to finish: lbscrypt reencrypt --resume --active-name {} "
+                               "--state {} with both keys (or {})",
+                               message, live_switch->name(), request.state.string(),
+                               run_abort_hint(request, live_switch->name())),
+                   report.error().os_errno};
     }
     static_cast<void>(io.close());
     // Errc::invalid_argument: the journal and the device disagree (a damaged journal, one older
@@ -417,14 +423,19 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
                     "raise the limit (ulimit -l) or give a smaller --hotzone-size",
                     state.hotzone_bytes));
   }
-  if (live_switch != nullptr && report->outcome == EngineOutcome::finished) {
-    // Finished before (a resume after the last hotzone): the mapping gets the new table.
-    if (live_switch->suspended() || live_switch->boundary() != state.data_bytes) {
-      if (auto r = live_switch->switch_to(state.data_bytes); !r) {
-        return r.error();
-      }
+  if (live_switch != nullptr) {
+    // NAME gets the table of where the run is, nothing routed, and the hotzone device goes.
+    if (auto r = live_switch->finish(report->progress.done_bytes); !r) {
+      auto safe = live_switch->fail_safe();
+      return Error{r.error().code,
+                   fmt::format("{}{}; {}", r.error().message,
+                               safe && !safe->empty() ? "; " + *safe : std::string{},
+                               run_resume_hint(request.state)),
+                   r.error().os_errno};
     }
-    outcome.active_name = live_switch->name();
+    if (report->outcome == EngineOutcome::finished) {
+      outcome.active_name = live_switch->name();
+    }
   }
   if (auto r = finish_run(io, request, state, outcome); !r) {
     return r.error();
@@ -721,11 +732,11 @@ Result<void> locate_run_device(ReencryptState &state, const std::filesystem::pat
 // The private mappings a killed run left (reencrypt_leftovers.hpp), removed: the state is
 // locked. A mapping of the run that is open refuses the resume.
 Result<void> run_remove_leftovers(const ReencryptRequest &request, const ReencryptState &state,
-                                  const Environment &env) {
+                                  const Environment &env, std::string_view keep = {}) {
   if (env.kernel == nullptr) {
     return {};
   }
-  auto removed = remove_run_leftovers(*env.kernel, request.sysfs, state.run_id);
+  auto removed = remove_run_leftovers(*env.kernel, request.sysfs, state.run_id, keep);
   if (!removed) {
     return removed.error();
   }
@@ -928,10 +939,18 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!live) {
     return live.error();
   }
-  const std::string under = env.devices->resolve(live->lines.front().device);
+  // The run's hotzone device, when a killed or failed run left NAME routed through it.
+  auto hotzone = online_hotzone_device(*env.kernel, state->run_id);
+  if (!hotzone) {
+    return hotzone.error();
+  }
+  const std::string hotzone_device = hotzone->value_or(std::string{});
+  const std::string under =
+      env.devices->resolve(live_device(*live, hotzone_device).value_or(live->lines.front().device));
   std::error_code error;
-  if (std::filesystem::weakly_canonical(under, error) !=
-      std::filesystem::weakly_canonical(state->device, error)) {
+  if (live_device(*live, hotzone_device) &&
+      std::filesystem::weakly_canonical(under, error) !=
+          std::filesystem::weakly_canonical(state->device, error)) {
     return make_error(Errc::refused,
                       fmt::format("the active mapping {} is on {}, the run's device is {}: give "
                                   "the name of the volume the run converts",
@@ -954,15 +973,20 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!keys) {
     return keys.error();
   }
-  auto boundary = live_boundary(*live, *state, keys->old_key, keys->new_key);
-  if (!boundary) {
-    return boundary.error();
+  auto layout = live_layout(*live, *state, keys->old_key, keys->new_key, hotzone_device);
+  if (!layout) {
+    return layout.error();
   }
   auto locked = StateLock::acquire(request.state);
   if (!locked) {
     return locked.error();
   }
-  if (auto r = run_remove_leftovers(request, *state, env); !r) {
+  // The hotzone device NAME routes through stays: it holds the hotzone's users until the
+  // hotzone is converted.
+  if (auto r = run_remove_leftovers(
+          request, *state, env,
+          layout->routed > 0 ? online_hotzone_name(state->run_id) : std::string{});
+      !r) {
     return r.error();
   }
   auto io = steps.make_io(*state, keys->old_key, keys->new_key);
@@ -974,20 +998,19 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (!journal) {
     return journal.error();
   }
-  if (auto r = check_live_position(**journal, *boundary, live->name); !r) {
+  if (auto r = check_live_position(**journal, layout->converted, live->name); !r) {
     return r.error();
   }
   OnlineSwitch live_switch(*env.kernel, *live, *state, keys->old_key, keys->new_key,
-                           env.target_type);
-  live_switch.set_boundary(*boundary);
+                           env.target_type, layout->routed > 0 ? hotzone_device : std::string{});
+  live_switch.set_layout(*layout);
   auto position = settle_online(live_switch, *state, **io, **journal);
   if (!position) {
     static_cast<void>((*io)->close());
-    return Error{
-        position.error().code,
-        fmt::format("{}; {} may still be suspended: try again, or {}", position.error().message,
-                    live->name, run_abort_hint(request, live->name)),
-        position.error().os_errno};
+    return Error{position.error().code,
+                 fmt::format("{}; to finish: try again, or {}", position.error().message,
+                             run_abort_hint(request, live->name)),
+                 position.error().os_errno};
   }
   ReencryptOutcome outcome{*state, {}, {}, {}, live->name, {}};
   outcome.report.outcome =
