@@ -174,6 +174,19 @@ put() {
 	dd if="$1" of="$2" bs="${3:-$(io_bs "$2")}" oflag=direct conv=fsync status=none
 }
 
+# state_fs DIR SIZE: ext4 on a loop device over a file of SIZE in /tmp, mounted
+# on DIR (a reencrypt state file's place: the tool refuses tmpfs); undone at exit.
+state_fs() {
+	local loop
+	truncate -s "$2" "/tmp/${1##*/}.img"
+	loop=$(losetup --find --show "/tmp/${1##*/}.img") || fail "losetup of /tmp/${1##*/}.img failed"
+	on_exit losetup -d "$loop"
+	mkfs.ext4 -q -F "$loop" >/dev/null || fail "mkfs.ext4 of the state filesystem failed"
+	mkdir -p "$1"
+	mount "$loop" "$1" || fail "cannot mount the state filesystem on $1"
+	on_exit umount "$1"
+}
+
 # fio_clean LOG: true when a fio log shows no error: no job with err= other than 0
 # and no verification failure (fio can exit 0 with either printed).
 fio_clean() {
@@ -320,4 +333,53 @@ seg_sums() {
 	for ((i = 0; i < $2; i++)); do devs+=("/dev/mapper/$1-$i"); done
 	blockdev --flushbufs "${devs[@]}"
 	sha256sum "${devs[@]}" | cut -d' ' -f1
+}
+
+# ---- a background lbscrypt reencrypt run, held where a test wants it --------
+# No timing: the tests hold the run by holding I/O it does (its private
+# mappings suspended). They set RUN_PID (the run's process) and RUN_LOG (its
+# output) before using these.
+
+# run_alive: the run's process has not ended (a zombie has).
+run_alive() {
+	[ -r "/proc/$RUN_PID/stat" ] && [ "$(awk '{ print $3 }' "/proc/$RUN_PID/stat")" != Z ]
+}
+# run_wait_until WHAT CMD...: CMD true within 60 s, the run still alive meanwhile.
+run_wait_until() {
+	local what=$1
+	shift
+	for _ in $(seq 600); do
+		"$@" && return 0
+		run_alive || fail "$what: the run ended first ($(cat "$RUN_LOG"))"
+		sleep 0.1
+	done
+	fail "$what: not within 60 s; the run is in: $(cat "/proc/$RUN_PID/syscall" 2>/dev/null) $(head -3 "/proc/$RUN_PID/stack" 2>/dev/null | tr '\n' ' ')"
+}
+# reenc_private SUFFIX: the run's private mapping named ...-SUFFIX (old, new,
+# hotzone), if it exists.
+reenc_private() {
+	dmsetup ls 2>/dev/null | awk -v s="-$1" '/^lbscrypt-reenc-/ && substr($1, length($1) - length(s) + 1) == s { print $1 }'
+}
+# reenc_both_private: -old and -new exist with their tables live (the run has
+# made them whole: a suspend before that would be undone by the run's resume).
+reenc_both_private() {
+	local side m
+	for side in old new; do
+		m=$(reenc_private "$side")
+		[ -n "$m" ] || return 1
+		[[ $(dmsetup info "$m" 2>/dev/null) == *"Tables present:"*LIVE* ]] || return 1
+	done
+}
+# run_in_io_on MAPPING: the run is in a system call on its descriptor of
+# MAPPING's node (/proc/PID/syscall: the call's number, then its arguments, the
+# first the fd). The run uses its -old descriptor only to read a hotzone and its
+# -new one only to write and flush it, so with MAPPING suspended this is the
+# call that waits.
+run_in_io_on() {
+	local want fd nr arg0
+	want=$(dmsetup info -c --noheadings -o major,minor --separator ' ' "$1" | awk '{ printf "%x:%x\n", $1, $2 }')
+	read -r nr arg0 _ <"/proc/$RUN_PID/syscall" || return 1
+	[ "$nr" != running ] && [ "$nr" != -1 ] && [ -n "$arg0" ] || return 1
+	fd=$((arg0))
+	[ "$(stat -L -c '%t:%T' "/proc/$RUN_PID/fd/$fd" 2>/dev/null)" = "$want" ]
 }

@@ -199,7 +199,6 @@ logged_run() {
 	umount "$vmnt"
 	dm_remove lbs-rc-vol
 	log_end
-	rm "$w/work.img"
 	# the marks: entry and record count, in order
 	mark_entry=() mark_n=()
 	while read -r e n; do
@@ -220,14 +219,14 @@ records_before() {
 	done
 }
 
-# check_image: copy the replay image to the check image (its loop is $cloop),
+# check_image: copy the replay image into work.img (the check's stack, check_stack),
 # resume when the state file is there (resume_cut), open the volume with the
 # parameters of its side, mount, compare the durable records, e2fsck; sets
 # problem and kind
 check_image() {
 	local side key rc=0 size
-	cp "$w/replay.img" "$w/check.img"
-	slices "$cloop"
+	cp "$w/replay.img" "$w/work.img"
+	slices /dev/mapper/lbs-rc-log
 	resume_cut
 	side=$c_new key=$c_new_key
 	[ "$kind" != before ] || side=$c_old key=$c_old_key

@@ -25,7 +25,7 @@ cuts_ready() {
 }
 
 # cuts_workspace DIR SIZE: a tmpfs of SIZE at DIR (w) for the images and the
-# log (base.img, work.img, replay.img, check.img, log.img, entries.txt), the state
+# log (base.img, work.img, replay.img, log.img, entries.txt), the state
 # filesystem's mount point smnt, the registry (empty, or fail), the cleanups,
 # and two keys key_a and key_b (64 bytes) with their hex in key_hex
 smnt=/mnt/lbs-rc-state
@@ -54,6 +54,17 @@ cuts_workspace() {
 	done
 }
 
+# The run's device is lbs-rc-data, and --resume checks what it is built on
+# (its dm uuid, and recursively the devices beneath: lbs-rc-log by its name,
+# the loop devices by their files' inodes). A check resumes on the same
+# stack, as a machine after a power cut would: lbs-rc-log again, over loop
+# devices of the same two files, work.img (the replayed image copied into it,
+# the same inode) and log.img. dm-log-writes at the run may write log.img, a
+# check may not (the replayer reads it), so lbs-rc-log reaches pad_sec
+# sectors past the slices: at the run, more of work.img; at a check, the
+# first sectors of log.img, which nothing reads or writes there.
+pad_sec=8
+
 # slices DEV: the volume and the state filesystem over DEV, in one dmsetup call;
 # the same names and UUIDs every time, so that the state's device
 # (/dev/mapper/lbs-rc-data, id dm-uuid-LBS-RC-DATA) is found again
@@ -79,7 +90,7 @@ private_left() {
 # removed) on a loop device (base_loop), the slices over it
 base_start() {
 	rm -f "$w"/*.img
-	truncate -s $((data_bytes + state_bytes)) "$w/base.img"
+	truncate -s $((data_bytes + state_bytes + pad_sec * 512)) "$w/base.img"
 	base_loop=$(losetup -f --show "$w/base.img")
 	slices "$base_loop"
 }
@@ -101,7 +112,7 @@ log_start() {
 	truncate -s "$1" "$w/log.img"
 	log_dl=$(losetup -f --show "$w/work.img")
 	log_ll=$(losetup -f --show "$w/log.img")
-	dmsetup create lbs-rc-log --table "0 $((data_sec + state_sec)) log-writes $log_dl $log_ll" ||
+	dmsetup create lbs-rc-log --table "0 $((data_sec + state_sec + pad_sec)) log-writes $log_dl $log_ll" ||
 		fail "$c_label: log-writes refused: $(ti_error)"
 	slices /dev/mapper/lbs-rc-log
 	mount -t ext4 /dev/mapper/lbs-rc-state "$smnt" || fail "$c_label: the state filesystem does not mount: $(dmesg | tail -n 3)"
@@ -123,6 +134,21 @@ log_end() {
 	log_ss=$(awk '{ print $NF }' <<<"$log_line")
 }
 
+# check_stack: the run's stack for the checks (above): cloop over work.img,
+# lloop over log.img, lbs-rc-log over both; check_image copies the replayed
+# image into work.img and makes the slices over /dev/mapper/lbs-rc-log
+check_stack() {
+	cloop=$(losetup -f --show "$w/work.img")
+	lloop=$(losetup -f --show "$w/log.img")
+	printf '0 %s linear %s 0\n%s %s linear %s 0\n' $((data_sec + state_sec)) "$cloop" \
+		$((data_sec + state_sec)) "$pad_sec" "$lloop" | dmsetup create lbs-rc-log ||
+		fail "$c_label: the check's lbs-rc-log was refused: $(ti_error)"
+}
+check_unstack() {
+	dmsetup remove lbs-rc-log || fail "the check's lbs-rc-log did not go: $(dmsetup ls)"
+	losetup -d "$cloop" "$lloop"
+}
+
 # replay_check LABEL SELECTED OPTION...: replay the log with the replayer's
 # OPTIONs and check at every stop whose "KIND NUMBER" is in the file SELECTED
 # (a line each); with stop_on_bad=1 the replay ends at the first check that
@@ -136,8 +162,8 @@ replay_check() {
 	declare -A want_stop=()
 	while read -r kind_ a; do want_stop["$kind_ $a"]=1; done <"$selected"
 	cp "$w/base.img" "$w/replay.img"
-	cp "$w/base.img" "$w/check.img"
-	cloop=$(losetup -f --show "$w/check.img")
+	cp "$w/base.img" "$w/work.img"
+	check_stack
 	n_checked=0 n_same=0 n_before=0 n_resumed=0 n_after=0 first_bad="" seen_state=0
 	coproc RC { "$replayer" replay "$w/log.img" "$w/replay.img" "$@"; }
 	pid=$RC_PID
@@ -172,7 +198,7 @@ replay_check() {
 		echo go >&"${RC[1]}"
 	done
 	wait "$pid" || fail "$label: the replayer failed (exit $?)"
-	losetup -d "$cloop"
+	check_unstack
 	[ "$ended" = 1 ] || [ "$stop_on_bad" = 1 ] || fail "$label: the replayer stopped before the end of the log"
 	replay_secs=$((SECONDS - t0))
 }

@@ -42,11 +42,12 @@ class KernelRef final : public lbscrypt::Kernel {
   }
   lbscrypt::Result<void> remove(std::string_view n) override { return fake_.remove(n); }
   lbscrypt::Result<lbscrypt::DeviceInfo> info(std::string_view n) override { return fake_.info(n); }
+  lbscrypt::Result<std::vector<std::string>> list() override { return fake_.list(); }
   lbscrypt::Result<std::vector<lbscrypt::TargetLine>> table(std::string_view n) override {
     return fake_.table(n);
   }
-  lbscrypt::Result<void> suspend(std::string_view n, bool lockfs) override {
-    return fake_.suspend(n, lockfs);
+  lbscrypt::Result<void> suspend(std::string_view n, lbscrypt::SuspendMode mode) override {
+    return fake_.suspend(n, mode);
   }
   lbscrypt::Result<void> reload(std::string_view n, const std::vector<lbscrypt::TargetLine> &l,
                                 bool read_only) override {

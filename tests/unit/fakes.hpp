@@ -47,8 +47,9 @@ class FakeKernel final : public Kernel {
     std::vector<TargetLine> more;  // the lines after the first, of a table reload gave
     std::optional<std::vector<TargetLine>> inactive;
   };
-  // suspend, reload and resume, in order, as "suspend NAME" (with lockfs) or "suspend-nolockfs
-  // NAME", "reload NAME", "resume NAME"; `observe` sees each as it happens.
+  // suspend, reload and resume, in order, as "suspend NAME" (SuspendMode::freeze: the
+  // filesystem frozen) or "suspend-noflush NAME" (SuspendMode::queue), "reload NAME",
+  // "resume NAME"; `observe` sees each as it happens.
   std::vector<std::string> events;
   std::function<void(const std::string &event)> observe;
   bool fail_reload = false;
@@ -116,7 +117,11 @@ class FakeKernel final : public Kernel {
     m.info.name = request.name;
     m.info.uuid = request.uuid;
     m.info.major = 253;
-    m.info.minor = static_cast<std::uint32_t>(mappings.size());
+    // the lowest minor no mapping has, as the kernel's allocator gives it
+    while (std::any_of(mappings.begin(), mappings.end(),
+                       [&](const auto &item) { return item.second.info.minor == m.info.minor; })) {
+      ++m.info.minor;
+    }
     m.info.read_only = request.read_only;
     m.info.target_count = 1;
     m.line.length = request.length;
@@ -149,6 +154,14 @@ class FakeKernel final : public Kernel {
     return it->second.info;
   }
 
+  Result<std::vector<std::string>> list() override {
+    std::vector<std::string> names;
+    for (const auto &item : mappings) {
+      names.push_back(item.first);
+    }
+    return names;
+  }
+
   Result<std::vector<TargetLine>> table(std::string_view name) override {
     if (fail_table) {
       return make_error(Errc::kernel, "cannot read the table of " + std::string(name));
@@ -166,13 +179,13 @@ class FakeKernel final : public Kernel {
     return lines;
   }
 
-  Result<void> suspend(std::string_view name, bool lockfs) override {
+  Result<void> suspend(std::string_view name, SuspendMode mode) override {
     const auto it = mappings.find(name);
     if (it == mappings.end()) {
       return make_error(Errc::not_found, "no device-mapper device named " + std::string(name));
     }
     it->second.info.suspended = true;
-    note((lockfs ? "suspend " : "suspend-nolockfs ") + std::string(name));
+    note((mode == SuspendMode::freeze ? "suspend " : "suspend-noflush ") + std::string(name));
     return Ok{};
   }
 

@@ -15,6 +15,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -60,6 +61,27 @@ void fake_crypt(const CryptSide &side, std::uint8_t key, std::uint64_t skip, std
     const std::uint64_t start = at - at % side.sector_size;
     bytes[i] ^= fake_keystream(key, fake_iv(side, skip, start), at - start);
   }
+}
+
+// ---- a fake MAC: FNV-1a 64 of domain, position and bytes, in each of the MAC's four words ---
+lbscrypt::RunMac fake_mac(std::string_view domain, std::uint64_t position,
+                          std::span<const std::uint8_t> bytes) {
+  std::uint64_t h = 14695981039346656037ULL;
+  const auto mix = [&h](std::uint8_t b) { h = (h ^ b) * 1099511628211ULL; };
+  for (const char c : domain) {
+    mix(static_cast<std::uint8_t>(c));
+  }
+  for (int i = 0; i < 8; ++i) {
+    mix(static_cast<std::uint8_t>(position >> (8 * i)));
+  }
+  for (const std::uint8_t b : bytes) {
+    mix(b);
+  }
+  lbscrypt::RunMac out{};
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out.at(i) = static_cast<std::uint8_t>(h >> (8 * (i % 8)));
+  }
+  return out;
 }
 
 // ---- the power ------------------------------------------------------------------------------
@@ -117,17 +139,15 @@ class FakeIo final : public lbscrypt::ReencryptIo {
     return write(position, Bytes(data.begin(), data.end()));
   }
   Result<void> read_old(std::uint64_t position, std::span<std::uint8_t> out) override {
-    if (auto r = begin(position, out.size(), nullptr); !r) {
-      return r;
-    }
-    view(position, out);
-    fake_crypt(state_.old_side, old_key_, state_.skip, position, out);
-    return Ok{};
+    return read_through(state_.old_side, old_key_, position, out);
   }
   Result<void> write_new(std::uint64_t position, std::span<const std::uint8_t> data) override {
     Bytes cipher(data.begin(), data.end());
     fake_crypt(state_.new_side, new_key_, state_.skip, position, cipher);
     return write(position, std::move(cipher));
+  }
+  Result<void> read_new(std::uint64_t position, std::span<std::uint8_t> out) override {
+    return read_through(state_.new_side, new_key_, position, out);
   }
   Result<void> flush() override {
     ++power_.io_writes;
@@ -153,6 +173,16 @@ class FakeIo final : public lbscrypt::ReencryptIo {
     std::uint64_t position = 0;
     Bytes bytes;
   };
+
+  // The plaintext of one side: the device's bytes (cached writes included) decrypted.
+  Result<void> read_through(const CryptSide &side, std::uint8_t key, std::uint64_t position,
+                            std::span<std::uint8_t> out) {
+    if (auto r = read_raw(position, out); !r) {
+      return r;
+    }
+    fake_crypt(side, key, state_.skip, position, out);
+    return Ok{};
+  }
 
   Result<void> write(std::uint64_t position, Bytes bytes) {
     ++power_.io_writes;
@@ -289,6 +319,11 @@ class FakeJournal final : public lbscrypt::JournalStore {
     return s == Power::Step::run ? Result<void>(Ok{}) : Result<void>(power_.error(s));
   }
   Result<void> wipe_data() override { return write_area(Bytes(disk_.data.size(), 0)); }
+  // Not a call of the power: a computation, no I/O.
+  Result<lbscrypt::RunMac> mac(std::string_view domain, std::uint64_t position,
+                               std::span<const std::uint8_t> bytes) override {
+    return fake_mac(domain, position, bytes);
+  }
 
  private:
   // A torn area write: its first half of 512-byte units new, the rest old.
@@ -339,7 +374,19 @@ CryptSide side(std::uint32_t sector_size, bool large = false) {
   return s;
 }
 
-ReencryptState state_of(const Case &c) {
+Bytes plaintext(std::uint64_t bytes) {
+  std::mt19937 random(36);  // NOLINT(cert-msc32-c, cert-msc51-cpp): the same bytes each run
+  Bytes out(bytes);
+  std::generate(out.begin(), out.end(), [&] { return static_cast<std::uint8_t>(random()); });
+  return out;
+}
+
+// The engine's MAC domain of a unit's plaintext (the larger sector).
+constexpr std::string_view kUnitDomain = "unit plaintext";
+
+// The run's state; its first unit's MAC is of `plain`'s first unit (plaintext() by default,
+// the plaintext the volumes hold).
+ReencryptState state_of(const Case &c, const std::optional<Bytes> &plain = std::nullopt) {
   ReencryptState state;
   state.run_id = "0123456789abcdef0123456789abcdef";
   state.device = "/dev/fake";
@@ -348,14 +395,13 @@ ReencryptState state_of(const Case &c) {
   state.hotzone_bytes = c.hotzone_bytes;
   state.old_side = c.old_side;
   state.new_side = c.new_side;
+  const std::uint64_t unit = std::max(c.old_side.sector_size, c.new_side.sector_size);
+  const Bytes bytes = plain ? *plain : plaintext(c.data_bytes);
+  if (bytes.size() >= unit) {
+    const auto mac = fake_mac(kUnitDomain, 0, std::span(bytes).first(unit));
+    state.first_unit_mac.assign(mac.begin(), mac.end());
+  }
   return state;
-}
-
-Bytes plaintext(std::uint64_t bytes) {
-  std::mt19937 random(36);  // NOLINT(cert-msc32-c, cert-msc51-cpp): the same bytes each run
-  Bytes out(bytes);
-  std::generate(out.begin(), out.end(), [&] { return static_cast<std::uint8_t>(random()); });
-  return out;
 }
 
 struct Volume {
@@ -456,7 +502,7 @@ TEST_CASE("reencrypt engine: a full run converts the volume", "[reencrypt]") {
     CHECK(io.clean());
     CHECK(through_new(c, v) == plain);
     CHECK(wiped(v));
-    CHECK(power.calls == 1 + 8 * c.hotzones());
+    CHECK(power.calls == 2 + 8 * c.hotzones());
     REQUIRE(seen.size() == c.hotzones());
     REQUIRE(journal.history().size() == c.hotzones());
     for (std::uint64_t i = 0; i < c.hotzones(); ++i) {
@@ -474,29 +520,61 @@ TEST_CASE("reencrypt engine: a full run converts the volume", "[reencrypt]") {
   }
 }
 
-TEST_CASE("reencrypt engine: the journaled checksum is the SHA-256 of the old ciphertext",
+TEST_CASE("reencrypt engine: the records carry the journal's MACs of the copy and the units",
           "[reencrypt]") {
-  // The device's bytes all zero; SHA-256 of 4096 zero bytes (sha256sum):
-  constexpr std::array<std::uint8_t, 32> kZeros4096{0xad, 0x7f, 0xac, 0xb2, 0x58, 0x6f, 0xc6, 0xe9,
-                                                    0x66, 0xc0, 0x04, 0xd7, 0xd1, 0xd1, 0x6b, 0x02,
-                                                    0x4f, 0x58, 0x05, 0xff, 0x7c, 0xb4, 0x7c, 0x7a,
-                                                    0x85, 0xda, 0xbd, 0x8b, 0x48, 0x89, 0x2c, 0xa7};
+  // The device's bytes all zero: the old ciphertext of each hotzone is 4096 zero bytes, its
+  // plaintext the old keystream (fake_crypt of zeros). One unit (4096) a hotzone: one sample.
   const Case c{"zeros", side(512), side(4096), 0x21, 0x5e, 0, 8192, 4096};
   Volume v;
   v.disk.assign(c.data_bytes, 0);
   v.journal.data.assign(c.hotzone_bytes, 0xff);
   Bytes plain = v.disk;
   fake_crypt(c.old_side, c.old_key, c.skip, 0, plain);
-  const ReencryptState state = state_of(c);
+  const ReencryptState state = state_of(c, plain);
   Power power;
   FakeIo io(state, c.old_key, c.new_key, v.disk, power);
   FakeJournal journal(v.journal, power);
   REQUIRE(lbscrypt::run_engine(state, io, journal, {}));
   REQUIRE(journal.history().size() == 2);
-  CHECK(journal.history()[0].data_sha256 == kZeros4096);
-  CHECK(journal.history()[1].data_sha256 == kZeros4096);
+  const Bytes zeros(4096, 0);
+  const auto unit_mac = [&](std::uint64_t at) {
+    return fake_mac(kUnitDomain, at, std::span(plain).subspan(at, 4096));
+  };
+  CHECK(journal.history()[0].data_mac == fake_mac("hotzone copy", 0, zeros));
+  CHECK(journal.history()[1].data_mac == fake_mac("hotzone copy", 4096, zeros));
+  CHECK(journal.history()[0].samples == std::vector{unit_mac(0)});
+  CHECK(journal.history()[1].samples == std::vector{unit_mac(4096)});
+  CHECK(journal.history()[0].next_mac == unit_mac(4096));
+  CHECK(journal.history()[1].next_mac == lbscrypt::RunMac{});  // the data's end
+  REQUIRE(v.journal.completed);
+  CHECK(v.journal.completed->position == 8192);
+  CHECK(v.journal.completed->next_mac == lbscrypt::RunMac{});
+  CHECK_FALSE(v.journal.completed->users_live);
   CHECK(through_new(c, v) == plain);
   CHECK(wiped(v));
+}
+
+TEST_CASE("reencrypt engine: unit samples spread over the hotzone within the read budget",
+          "[reencrypt]") {
+  using lbscrypt::unit_samples;
+  CHECK(unit_samples(4096, 4096) == std::vector<std::uint64_t>{0});
+  CHECK(unit_samples(std::uint64_t{3} * 4096, 4096) == std::vector<std::uint64_t>{0, 4096, 8192});
+  // 1 GiB at 65536: 1 MiB / (2 * 65536) - 1 = 7 units, first to last
+  const auto big = unit_samples(std::uint64_t{1} << 30U, 65536);
+  REQUIRE(big.size() == 7);
+  CHECK(big.front() == 0);
+  CHECK(big.back() == (std::uint64_t{1} << 30U) - 65536);
+  // 64 MiB at 512: at most 64
+  const auto small = unit_samples(std::uint64_t{64} << 20U, 512);
+  CHECK(small.size() == 64);
+  CHECK(small.back() == (std::uint64_t{64} << 20U) - 512);
+  for (const auto &[length, unit] : {std::pair<std::uint64_t, std::uint64_t>{1ULL << 30U, 65536},
+                                     {1ULL << 30U, 4096},
+                                     {1ULL << 30U, 512},
+                                     {65536, 65536}}) {
+    // a --resume reads each sample at most twice, and the next unit twice
+    CHECK(2 * unit * (unit_samples(length, unit).size() + 1) <= lbscrypt::kResumeCheckBytes);
+  }
 }
 
 namespace {
@@ -582,15 +660,15 @@ TEST_CASE("reencrypt engine: a power cut during any call, then a resume", "[reen
     const CutTally tally = cut_everywhere(*c);
     INFO(tally.first_failure);
     CHECK(tally.failures == 0);
-    // read_slots, then 8 calls a hotzone: read_raw write_data write_journaled read_old
-    // write_new flush write_completed wipe_data
-    CHECK(tally.calls == 1 + 8 * 2);
+    // read_slots, the first unit's check (read_old), then 8 calls a hotzone: read_raw
+    // write_data read_old write_journaled write_new flush write_completed wipe_data
+    CHECK(tally.calls == 2 + 8 * 2);
     CHECK(tally.cuts == tally.calls * kIoTears.size() * kSlotTears.size());
     // A resume puts a hotzone back where the journaled record is at the run's position: a cut
-    // during write_journaled that wrote it (4 device tears x 1), during read_old, write_new or
-    // flush (3 x 12), during write_completed that left the old or a torn slot (4 x 2): 48 a
-    // hotzone.
-    CHECK(tally.recovered == std::uint64_t{48} * 2);
+    // during write_journaled that wrote it (4 device tears x 1), during write_new or flush
+    // (2 x 12), during write_completed that left the old or a torn slot (4 x 2): 36 a hotzone
+    // (read_old comes before write_journaled: a cut there leaves no record of the hotzone).
+    CHECK(tally.recovered == std::uint64_t{36} * 2);
   }
 }
 
@@ -605,7 +683,7 @@ TEST_CASE("reencrypt engine: a second cut during the resume, then another resume
        {IoTear::landed, SlotTear::new_written},
        {IoTear::front_half, SlotTear::half_each},
        {IoTear::odd_units, SlotTear::half_each}}};
-  for (std::uint64_t at = 0; at < 1 + 8 * 2; ++at) {
+  for (std::uint64_t at = 0; at < 2 + 8 * 2; ++at) {
     for (const IoTear io : kIoTears) {
       for (const SlotTear slot : kSlotTears) {
         Volume first = volume_of(c, plain);
@@ -644,7 +722,7 @@ TEST_CASE("reencrypt engine: a second cut during the resume, then another resume
   INFO(tally.first_failure);
   CHECK(tally.failures == 0);
   // Each resume makes at least read_slots and a wipe (a finished run) or a whole hotzone.
-  CHECK(second_cuts >= std::uint64_t{1 + 8 * 2} * 12 * 2 * 4);
+  CHECK(second_cuts >= std::uint64_t{2 + 8 * 2} * 12 * 2 * 4);
 }
 
 TEST_CASE("reencrypt engine: the stop hook stops between hotzones", "[reencrypt]") {
@@ -722,13 +800,13 @@ TEST_CASE("reencrypt engine: a damaged journal is refused with nothing written",
   const Case c{"512->4096", side(512), side(4096), 0x21, 0x5e, 0, 40960, 8192};
   JournalDisk journal;
   SECTION("the data area does not match its checksum") {
-    journal.journaled = JournaledRecord{0, 0, 8192, {}};  // SHA-256 all zeros
+    journal.journaled = JournaledRecord{0, 0, 8192, {}, {}, {}};  // a MAC of all zeros
     journal.data.assign(8192, 0);
     refused_untouched(c, journal, "does not match its checksum");
   }
   SECTION("the data area does not match, a hotzone further on") {
-    journal.completed = CompletedRecord{1, 16384};
-    journal.journaled = JournaledRecord{2, 16384, 8192, {}};
+    journal.completed = CompletedRecord{1, 16384, {}, false};
+    journal.journaled = JournaledRecord{2, 16384, 8192, {}, {}, {}};
     journal.data.assign(8192, 0x5a);
     refused_untouched(c, journal, "does not match its checksum");
   }
@@ -738,24 +816,24 @@ TEST_CASE("reencrypt engine: a damaged journal is refused with nothing written",
     refused_untouched(c, journal, "neither of the journal's slots verifies");
   }
   SECTION("the completed position is beyond the data") {
-    journal.completed = CompletedRecord{5, 49152};
+    journal.completed = CompletedRecord{5, 49152, {}, false};
     refused_untouched(c, journal, "beyond the data's 40960 bytes");
   }
   SECTION("the completed position is not a hotzone's end") {
-    journal.completed = CompletedRecord{0, 4096};
+    journal.completed = CompletedRecord{0, 4096, {}, false};
     refused_untouched(c, journal, "is not the end of a hotzone");
   }
   SECTION("the completed sequence does not match its position") {
-    journal.completed = CompletedRecord{3, 16384};
+    journal.completed = CompletedRecord{3, 16384, {}, false};
     refused_untouched(c, journal, "does not end at position 16384");
   }
   SECTION("the journaled hotzone is ahead of the position") {
-    journal.completed = CompletedRecord{0, 8192};
-    journal.journaled = JournaledRecord{2, 16384, 8192, {}};
+    journal.completed = CompletedRecord{0, 8192, {}, false};
+    journal.journaled = JournaledRecord{2, 16384, 8192, {}, {}, {}};
     refused_untouched(c, journal, "is ahead of the run's position 8192");
   }
   SECTION("the journaled hotzone has a wrong length") {
-    journal.journaled = JournaledRecord{0, 0, 4096, {}};
+    journal.journaled = JournaledRecord{0, 0, 4096, {}, {}, {}};
     refused_untouched(c, journal, "is not a hotzone of this run");
   }
 }
@@ -796,7 +874,7 @@ TEST_CASE("reencrypt engine: a finished run resumed only wipes the journal", "[r
 TEST_CASE("reencrypt engine: an I/O error is returned and a resume finishes", "[reencrypt]") {
   const Case &c = k4096to65536;
   const Bytes plain = plaintext(c.data_bytes);
-  const std::uint64_t calls = 1 + 8 * c.hotzones();
+  const std::uint64_t calls = 2 + 8 * c.hotzones();
   int checked = 0;
   for (std::uint64_t at = 0; at < calls; ++at) {
     for (const bool same_process : {true, false}) {
@@ -824,5 +902,128 @@ TEST_CASE("reencrypt engine: an I/O error is returned and a resume finishes", "[
       ++checked;
     }
   }
-  CHECK(checked == 2 * 17);
+  CHECK(checked == 2 * 18);
+}
+
+// ---- the device at the journal's position --------------------------------------------------
+
+namespace {
+
+// A run cut during the write_new of its first hotzone, the device's writes lost: hotzone 0
+// in flight, nothing of it converted.
+Volume cut_in_first_hotzone(const Case &c, const Bytes &plain, IoTear tear) {
+  Volume v = volume_of(c, plain);
+  Power cut;
+  // read_slots, the first unit, read_raw, write_data, read_old, write_journaled, write_new
+  cut.cut_at = 6;
+  cut.io_tear = tear;
+  REQUIRE_FALSE(run(c, v, cut));
+  REQUIRE(v.journal.journaled);
+  REQUIRE_FALSE(v.journal.completed);
+  return v;
+}
+
+// A resume over this volume must be refused as older than the device, nothing written.
+void refused_as_older(const Case &c, Volume &v, const EngineHooks &hooks = {}) {
+  const Bytes disk = v.disk;
+  Power power;
+  const auto report = run(c, v, power, hooks);
+  REQUIRE_FALSE(report);
+  CHECK(report.error().code == Errc::invalid_argument);
+  CHECK_THAT(report.error().message, Catch::StartsWith("the journal is older than the device"));
+  CHECK(power.io_writes == 0);
+  CHECK(power.journal_writes == 0);
+  CHECK(v.disk == disk);
+}
+
+}  // namespace
+
+TEST_CASE("reencrypt engine: an in-flight hotzone holding other data is refused", "[reencrypt]") {
+  const Case &c = k4096to65536;  // one unit of 65536 a hotzone of 131072: two samples
+  const Bytes plain = plaintext(c.data_bytes);
+  SECTION("written after its conversion (the users, a journal put back)") {
+    Volume v = cut_in_first_hotzone(c, plain, IoTear::lost);
+    // The hotzone converted, then other data written with the new key over its last unit.
+    Volume converted = volume_of(c, plain);
+    Power full;
+    REQUIRE(run(c, converted, full));
+    std::copy_n(converted.disk.begin(), c.hotzone_bytes, v.disk.begin());
+    Bytes other(65536, 0x3c);
+    fake_crypt(c.new_side, c.new_key, c.skip, 65536, other);
+    std::copy(other.begin(), other.end(), v.disk.begin() + 65536);
+    refused_as_older(c, v);
+  }
+  SECTION("its conversion, then the next hotzone's too (a journal rolled back)") {
+    Volume v = cut_in_first_hotzone(c, plain, IoTear::lost);
+    Volume converted = volume_of(c, plain);
+    Power full;
+    REQUIRE(run(c, converted, full));
+    v.disk = converted.disk;
+    refused_as_older(c, v);
+  }
+  SECTION("a torn conversion of it resumes (the control)") {
+    Volume v = cut_in_first_hotzone(c, plain, IoTear::odd_units);
+    Power steady;
+    const auto resumed = run(c, v, steady);
+    REQUIRE(resumed);
+    CHECK(resumed->recovered);
+    CHECK(through_new(c, v) == plain);
+  }
+}
+
+TEST_CASE("reencrypt engine: the unit at the position, offline and online", "[reencrypt]") {
+  const Case c{"512->4096", side(512), side(4096), 0x21, 0x5e, 0, 40960, 8192};
+  const Bytes plain = plaintext(c.data_bytes);
+  // Stopped after hotzone 1 (16384 bytes done); the completed record says users_live when
+  // the run was online.
+  const auto stopped = [&](bool online) {
+    Volume v = volume_of(c, plain);
+    EngineHooks hooks;
+    int polls = 0;
+    hooks.stop = [&] { return ++polls == 3; };
+    hooks.users_live = online;
+    Power power;
+    REQUIRE(run(c, v, power, hooks));
+    REQUIRE(v.journal.completed);
+    REQUIRE(v.journal.completed->position == 16384);
+    CHECK(v.journal.completed->users_live == online);
+    return v;
+  };
+  // Data the users wrote at 16384 (old side), and its conversion.
+  Bytes users(4096, 0x6b);
+  Bytes as_old = users;
+  fake_crypt(c.old_side, c.old_key, c.skip, 16384, as_old);
+  Bytes converted(plain.begin() + 16384, plain.begin() + 16384 + 4096);
+  fake_crypt(c.new_side, c.new_key, c.skip, 16384, converted);
+
+  SECTION("offline: other data at the position is refused") {
+    Volume v = stopped(false);
+    std::copy(as_old.begin(), as_old.end(), v.disk.begin() + 16384);
+    refused_as_older(c, v);
+  }
+  SECTION("online: the users' data at the position goes on") {
+    Volume v = stopped(true);
+    std::copy(as_old.begin(), as_old.end(), v.disk.begin() + 16384);
+    Power power;
+    const auto resumed = run(c, v, power);
+    REQUIRE(resumed);
+    CHECK(resumed->outcome == EngineOutcome::finished);
+    const Bytes now = through_new(c, v);
+    CHECK(std::equal(users.begin(), users.end(), now.begin() + 16384));
+  }
+  SECTION("offline or online: the position's unit converted already is refused") {
+    for (const bool online : {false, true}) {
+      INFO("online " << online);
+      Volume v = stopped(online);
+      std::copy(converted.begin(), converted.end(), v.disk.begin() + 16384);
+      refused_as_older(c, v);
+    }
+  }
+  SECTION("no record yet: the first unit converted already is refused") {
+    Volume v = volume_of(c, plain);
+    Bytes first(plain.begin(), plain.begin() + 4096);
+    fake_crypt(c.new_side, c.new_key, c.skip, 0, first);
+    std::copy(first.begin(), first.end(), v.disk.begin());
+    refused_as_older(c, v);
+  }
 }

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "fakes.hpp"
+#include "file_bytes.hpp"
 #include "lbscrypt/reencrypt_online.hpp"
 #include "lbscrypt/reencrypt_run.hpp"
 
@@ -298,12 +301,77 @@ struct OnlineKilled : std::runtime_error {
   OnlineKilled() : std::runtime_error("kill -9") {}
 };
 
+// Where the users' I/O to a byte of NAME goes.
+enum class OnlineReach { device, held, eio };
+
+// The line of NAME's parsed table covering byte `at`.
+const CryptTable &online_line_at(const std::vector<CryptTable> &lines, std::uint64_t at) {
+  const auto line = std::find_if(lines.begin(), lines.end(), [&](const CryptTable &l) {
+    return at >= l.start * 512 && at < (l.start + l.length) * 512;
+  });
+  REQUIRE(line != lines.end());
+  return *line;
+}
+
+// A line's device as the users' I/O finds it: the device itself ("254:0"), or a mapping of the
+// fake kernel (its "253:MINOR"): a suspended one holds the I/O, an error table fails it, a
+// linear one passes it to the device one to one.
+OnlineReach online_reach(FakeKernel &kernel, const std::string &device) {
+  if (device == "254:0") {
+    return OnlineReach::device;
+  }
+  for (const auto &[name, mapping] : kernel.mappings) {
+    if (device == "253:" + std::to_string(mapping.info.minor)) {
+      if (mapping.info.suspended) {
+        return OnlineReach::held;
+      }
+      if (mapping.line.type == "error") {
+        return OnlineReach::eio;
+      }
+      REQUIRE(mapping.line.type == "linear");
+      REQUIRE(mapping.line.params.view() == "254:0 0");
+      return OnlineReach::device;
+    }
+  }
+  FAIL("no mapping " << device);
+  return OnlineReach::eio;
+}
+
+std::vector<CryptTable> online_parsed(FakeKernel &kernel, const std::string &name) {
+  std::vector<CryptTable> lines;
+  const auto table = kernel.table(name);
+  REQUIRE(table.ok());
+  for (const auto &line : *table) {
+    auto parsed = lbscrypt::parse_table_params(line.params.view(), line.start, line.length);
+    REQUIRE(parsed.ok());
+    lines.push_back(std::move(parsed).value());
+  }
+  return lines;
+}
+
 struct OnlineVolume {
   Bytes raw = Bytes(kOnlineBytes);
   FakeKernel *kernel = nullptr;
-  int touched_live = 0;  // device reads or writes while the users' mapping was live
+  int touched_live = 0;  // device bytes the engine wrote while the users could reach them
+  int name_suspended_in_rewrite = 0;  // write_new calls while NAME was suspended
   int writes = 0;
-  std::optional<int> kill_at_write;  // throw (a kill -9) at this write_new
+  std::optional<int> kill_at_write;     // throw (a kill -9) at this write_new
+  std::optional<int> fail_writes_from;  // write_new fails (EIO) from this one on
+
+  // Whether the users' I/O reaches any byte of [position, position + size) now.
+  [[nodiscard]] bool reachable(std::uint64_t position, std::size_t size) const {
+    const auto info = kernel->info("vol");
+    if (!info || info->suspended) {
+      return false;
+    }
+    const auto lines = online_parsed(*kernel, "vol");
+    for (std::uint64_t at = position; at < position + size; at += 512) {
+      if (online_reach(*kernel, online_line_at(lines, at).device) == OnlineReach::device) {
+        return true;
+      }
+    }
+    return false;
+  }
 };
 
 class OnlineMemoryIo final : public lbscrypt::DeviceReencryptIo {
@@ -312,24 +380,39 @@ class OnlineMemoryIo final : public lbscrypt::DeviceReencryptIo {
                  std::uint8_t new_key)
       : volume_(volume), state_(std::move(state)), old_key_(old_key), new_key_(new_key) {}
   Result<void> read_raw(std::uint64_t position, std::span<std::uint8_t> out) override {
-    watch();
+    watch(position, out.size());
     std::copy_n(volume_.raw.begin() + static_cast<std::ptrdiff_t>(position), out.size(),
                 out.begin());
     return {};
   }
   Result<void> write_raw(std::uint64_t position, std::span<const std::uint8_t> data) override {
-    watch();
+    watch(position, data.size());
     std::copy(data.begin(), data.end(),
               volume_.raw.begin() + static_cast<std::ptrdiff_t>(position));
     return {};
   }
   Result<void> read_old(std::uint64_t position, std::span<std::uint8_t> out) override {
-    static_cast<void>(read_raw(position, out));
+    // the hotzone and the unit after it, which the users may be writing: a read, not watched
+    std::copy_n(volume_.raw.begin() + static_cast<std::ptrdiff_t>(position), out.size(),
+                out.begin());
     online_crypt_side(state_.old_side, old_key_, out, position);
     return {};
   }
   Result<void> write_new(std::uint64_t position, std::span<const std::uint8_t> data) override {
-    if (volume_.kill_at_write && *volume_.kill_at_write == volume_.writes++) {
+    const auto name = volume_.kernel->info("vol");
+    if (name && name->suspended) {
+      ++volume_.name_suspended_in_rewrite;
+    }
+    const int index = volume_.writes++;
+    if (volume_.fail_writes_from && index >= *volume_.fail_writes_from) {
+      // half of it written, then the device fails
+      Bytes half(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(data.size() / 2));
+      online_crypt_side(state_.new_side, new_key_, half, position);
+      static_cast<void>(write_raw(position, half));
+      return lbscrypt::make_error(Errc::device, "cannot write through the new parameters: EIO",
+                                  EIO);
+    }
+    if (volume_.kill_at_write && *volume_.kill_at_write == index) {
       volume_.kill_at_write.reset();
       // half the hotzone written, then the process is gone
       Bytes half(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(data.size() / 2));
@@ -341,16 +424,24 @@ class OnlineMemoryIo final : public lbscrypt::DeviceReencryptIo {
     online_crypt_side(state_.new_side, new_key_, cipher, position);
     return write_raw(position, cipher);
   }
+  Result<void> read_new(std::uint64_t position, std::span<std::uint8_t> out) override {
+    std::copy_n(volume_.raw.begin() + static_cast<std::ptrdiff_t>(position), out.size(),
+                out.begin());
+    online_crypt_side(state_.new_side, new_key_, out, position);
+    return {};
+  }
   Result<void> flush() override { return {}; }
   Result<void> close() override { return {}; }
   [[nodiscard]] std::string old_node() const override { return "/dev/dm-old"; }
 
  private:
-  void watch() {
-    const auto info = volume_.kernel->info("vol");
-    if (!info || !info->suspended) {
-      ++volume_.touched_live;
+  // The engine writes (or reads the journal's copy of) [position, position + size): no byte of
+  // it may be reachable by the users' I/O (NAME's table routes it to a suspended device).
+  void watch(std::uint64_t position, std::size_t size) {
+    if (!volume_.reachable(position, size)) {
+      return;
     }
+    ++volume_.touched_live;
   }
   OnlineVolume &volume_;
   ReencryptState state_;
@@ -364,6 +455,7 @@ struct OnlineFixture {
   fs::path state;
   fs::path registry;
   fs::path sysfs;
+  fs::path proc;  // mountinfo puts everything on a disk other than vol; no swap, no process
   FakeKernel kernel;
   FakeBlockDevices devices;
   lbscrypt::Environment env;
@@ -374,6 +466,7 @@ struct OnlineFixture {
   std::uint8_t new_key = 0x77;
   std::uint8_t given_old_key = 0x11;
   bool stop_after_first = false;
+  int stop_after = 0;  // stop once this many hotzones were converted (0: never)
   int hotzones_seen = 0;
   std::vector<std::string> checks_failed;  // what the kernel's observer saw go wrong
   int user_writes = 0;
@@ -388,6 +481,10 @@ struct OnlineFixture {
     state = dir / "state" / "run.state";
     registry = dir / "registry";
     sysfs = dir / "sys";
+    proc = dir / "proc";
+    fs::create_directories(proc / "self");
+    mount_on("254:7", "/", "/dev/lbstest-sdq");
+    std::ofstream(proc / "self" / "maps").flush();
     devices.sizes[device] = kOnlineBytes;
     devices.kinds[device] = lbscrypt::PathKind::block_device;
     devices.resolved["254:0"] = device;
@@ -410,6 +507,12 @@ struct OnlineFixture {
   OnlineFixture &operator=(OnlineFixture &&) = delete;
   ~OnlineFixture() { fs::remove_all(dir); }
 
+  // A line of the fake /proc/self/mountinfo: an ext4 on device `number` at `point`.
+  void mount_on(const std::string &number, const fs::path &point, const std::string &source) const {
+    std::ofstream(proc / "self" / "mountinfo", std::ios::app)
+        << "1 0 " << number << " / " << point.string() << " rw - ext4 " << source << " rw\n";
+  }
+
   [[nodiscard]] static CryptSide old_side() { return {"aes-xts-plain64", 64, 4096, false}; }
   [[nodiscard]] static CryptSide new_side() { return {"aes-xts-plain64", 64, 65536, true}; }
 
@@ -425,6 +528,7 @@ struct OnlineFixture {
     r.hotzone_bytes = kOnlineHotzone;
     r.registry_dir = registry;
     r.sysfs = sysfs;
+    r.proc = proc;
     return r;
   }
 
@@ -450,32 +554,33 @@ struct OnlineFixture {
     };
     s.now_utc = [] { return std::string("2026-12-05T00:00:00Z"); };
     s.hooks.progress = [this](const lbscrypt::Progress &) { ++hotzones_seen; };
-    s.hooks.stop = [this] { return stop_after_first && hotzones_seen >= 1; };
+    s.hooks.stop = [this] {
+      return (stop_after_first && hotzones_seen >= 1) ||
+             (stop_after > 0 && hotzones_seen >= stop_after);
+    };
     return s;
   }
 
   // The live table's lines, parsed.
-  [[nodiscard]] std::vector<CryptTable> live_lines() {
-    std::vector<CryptTable> lines;
-    const auto table = kernel.table("vol");
-    REQUIRE(table.ok());
-    for (const auto &line : *table) {
-      auto parsed = lbscrypt::parse_table_params(line.params.view(), line.start, line.length);
-      REQUIRE(parsed.ok());
-      lines.push_back(std::move(parsed).value());
-    }
-    return lines;
-  }
+  [[nodiscard]] std::vector<CryptTable> live_lines() { return online_parsed(kernel, "vol"); }
 
-  // What the users read (or, with `data`, write) through the live table at `position`.
+  // What the users read (or, with `data`, write) through the live table at `position`. Bytes
+  // whose I/O would wait (a suspended device under their line) or fail (an error table) are
+  // left as they are; `reached` counts them by kind.
+  std::map<OnlineReach, std::uint64_t> reached;
   void through_live(std::uint64_t position, std::span<std::uint8_t> bytes, bool writing) {
     const auto lines = live_lines();
+    const auto name = kernel.info("vol");
+    REQUIRE(name.ok());
     for (std::size_t i = 0; i < bytes.size(); ++i) {
       const std::uint64_t at = position + i;
-      const auto line = std::find_if(lines.begin(), lines.end(), [&](const CryptTable &l) {
-        return at >= l.start * 512 && at < (l.start + l.length) * 512;
-      });
-      REQUIRE(line != lines.end());
+      const CryptTable *line = &online_line_at(lines, at);
+      const OnlineReach reach =
+          name->suspended ? OnlineReach::held : online_reach(kernel, line->device);
+      ++reached[reach];
+      if (reach != OnlineReach::device) {
+        continue;
+      }
       const std::uint64_t sector = *line->sector_size();
       const std::uint64_t logical = at / sector * sector / 512;
       const auto model = online_model(*line, logical);
@@ -493,45 +598,94 @@ struct OnlineFixture {
     }
   }
 
+  // What the users read; bytes they cannot reach now read as `plain` has them.
   [[nodiscard]] Bytes users_read() {
-    Bytes out(kOnlineBytes);
+    Bytes out = plain;
     through_live(0, out, false);
     return out;
+  }
+  // The users' reach of [position, position + size) now: the bytes held, failing, reached.
+  std::map<OnlineReach, std::uint64_t> reach_of(std::uint64_t position, std::uint64_t size) {
+    reached.clear();
+    Bytes scratch(size);
+    through_live(position, scratch, false);
+    return reached;
   }
 
   // The journal's completed position as a fresh reader finds it (0 when none).
   [[nodiscard]] std::uint64_t durable_position() const {
     const auto st = lbscrypt::read_state(state);
     REQUIRE(st.ok());
-    auto journal =
-        lbscrypt::open_journal(lbscrypt::journal_path(state), st->run_id, st->hotzone_bytes, false);
+    auto auth = lbscrypt::RunAuth::derive(online_key(old_key), online_key(new_key), st->run_id);
+    REQUIRE(auth.ok());
+    auto journal = lbscrypt::open_journal(lbscrypt::journal_path(state), st->run_id,
+                                          st->hotzone_bytes, false, *auth);
     REQUIRE(journal.ok());
     const auto slots = (*journal)->read_slots();
     REQUIRE(slots.ok());
     return slots->completed ? slots->completed->position : 0;
   }
 
-  // At every resume: the table going live ends its new part where the journal's completed
-  // record is (durable before), the users read the plaintext, and they write a sector in the
-  // converted part and one in the rest, which the run must keep.
+  // NAME's layout now: where its new part on the device ends, and the bytes after it that go
+  // through another device (the run's hotzone device).
+  [[nodiscard]] lbscrypt::OnlineLayout live_layout_now() {
+    lbscrypt::OnlineLayout layout;
+    for (const CryptTable &line : live_lines()) {
+      if (line.device != "254:0") {
+        layout.converted = line.start * 512;
+        layout.routed = line.length * 512;
+      } else if (std::get<SecretBuffer>(line.key) == online_key(new_key)) {
+        layout.converted = (line.start + line.length) * 512;
+      }
+    }
+    return layout;
+  }
+  std::vector<lbscrypt::OnlineLayout> layouts;  // NAME's, at each resume of it
+  // Called with each event (before the checks); a test's way to act between the run's steps.
+  // True: the test acted, and the checks are left out for that event.
+  std::function<bool(const std::string &event)> on_event;
+  bool in_event = false;
+
+  // At every resume of NAME: the table going live ends its new part on the device where the
+  // journal's completed record is (durable before), the users read the plaintext wherever
+  // their I/O goes through, and they write a sector in the converted part and one in the rest
+  // (outside a held hotzone), which the run must keep. At every resume of the hotzone device
+  // (its hotzone converted), the same, the hotzone's bytes reached again.
   void observe(const std::string &event) {
-    if (event != "resume vol") {
+    if (in_event) {
       return;
     }
-    const auto lines = live_lines();
-    const std::uint64_t boundary =
-        lines.size() == 2
-            ? lines[1].start * 512
-            : (*lines.front().sector_size() == new_side().sector_size ? kOnlineBytes : 0);
-    if (fs::exists(state) && durable_position() != boundary) {
-      checks_failed.push_back("resumed at " + std::to_string(boundary) + " with the journal at " +
-                              std::to_string(durable_position()));
+    in_event = true;
+    if (on_event && on_event(event)) {
+      in_event = false;
+      return;
+    }
+    const bool name_resumed = event == "resume vol";
+    const bool hotzone_resumed = event.starts_with("resume lbscrypt-reenc-");
+    if (!name_resumed && !hotzone_resumed) {
+      in_event = false;
+      return;
+    }
+    const auto layout = live_layout_now();
+    const std::uint64_t boundary = layout.converted;
+    if (name_resumed) {
+      layouts.push_back(layout);
+      if (fs::exists(state) && durable_position() != boundary) {
+        checks_failed.push_back("resumed at " + std::to_string(boundary) + " with the journal at " +
+                                std::to_string(durable_position()));
+      }
     }
     if (users_read() != plain) {
       checks_failed.push_back("the users read other data at boundary " + std::to_string(boundary));
     }
-    for (const std::uint64_t at : {boundary >= 65536 ? boundary - 65536 : kOnlineBytes,
-                                   boundary < kOnlineBytes ? kOnlineBytes - 65536 : kOnlineBytes}) {
+    const std::uint64_t routed_end = layout.converted + layout.routed;
+    for (const std::uint64_t at :
+         {boundary >= 65536 ? boundary - 65536 : kOnlineBytes,
+          routed_end < kOnlineBytes ? kOnlineBytes - 65536 : kOnlineBytes,
+          hotzone_resumed && layout.routed > 0 &&
+                  reach_of(layout.converted, 512)[OnlineReach::device] == 512
+              ? layout.converted
+              : kOnlineBytes}) {
       if (at >= kOnlineBytes) {
         continue;
       }
@@ -541,9 +695,15 @@ struct OnlineFixture {
             static_cast<std::uint8_t>(0xA5 ^ (i + 13 * static_cast<std::size_t>(user_writes)));
       }
       ++user_writes;
+      reached.clear();
       through_live(at, data, true);
+      if (reached[OnlineReach::device] != data.size()) {
+        checks_failed.push_back("a user write at " + std::to_string(at) + " did not go through");
+        continue;
+      }
       std::copy(data.begin(), data.end(), plain.begin() + static_cast<std::ptrdiff_t>(at));
     }
+    in_event = false;
   }
 
   [[nodiscard]] bool registry_empty() const {
@@ -561,27 +721,59 @@ std::vector<std::string> online_vol_events(const FakeKernel &kernel) {
   return out;
 }
 
+// The events of NAME and of the run's hotzone device, that one named "HZ".
+std::vector<std::string> online_stack_events(const FakeKernel &kernel) {
+  std::vector<std::string> out;
+  for (const auto &e : kernel.events) {
+    if (e.ends_with(" vol")) {
+      out.push_back(e);
+    } else if (e.find(" lbscrypt-reenc-") != std::string::npos && e.ends_with("-hotzone")) {
+      out.push_back(e.substr(0, e.find(' ')) + " HZ");
+    }
+  }
+  return out;
+}
+
+// The run's hotzone device, if it exists.
+const FakeKernel::Mapping *online_hotzone(const FakeKernel &kernel) {
+  for (const auto &[name, mapping] : kernel.mappings) {
+    if (name.starts_with("lbscrypt-reenc-") && name.ends_with("-hotzone")) {
+      return &mapping;
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-TEST_CASE("reencrypt online: a run suspends, records, switches and resumes per hotzone",
+TEST_CASE("reencrypt online: only the hotzone's device is held while it is rewritten",
           "[reencrypt][online]") {
   OnlineFixture f;
   const auto outcome = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
   REQUIRE(outcome.ok());
   CHECK(outcome->report.outcome == EngineOutcome::finished);
   CHECK(outcome->active_name == std::optional<std::string>("vol"));
-  CHECK(f.checks_failed.empty());
   for (const auto &failure : f.checks_failed) {
     UNSCOPED_INFO(failure);
   }
+  CHECK(f.checks_failed.empty());
+  // the engine never wrote a byte the users could reach, and NAME was never suspended then
   CHECK(f.volume.touched_live == 0);
-  CHECK(f.user_writes == 2 * 3 + 1);  // both parts after hotzones 1-3, the converted after 4
-  // one suspend (filesystem frozen), reload and resume per hotzone, in that order
+  CHECK(f.volume.name_suspended_in_rewrite == 0);
+  // while each hotzone was held the users wrote in the converted part (from the second on)
+  // and in the rest (up to the third), and once each hotzone's device resumed, into it
+  // (1 + 2 + 2 + 1 as NAME's table routed each hotzone, 2 + 3 + 3 + 2 as each hotzone's
+  // device resumed, 1 at the end)
+  CHECK(f.user_writes == 6 + 10 + 1);
+  // NAME suspended only to swap its table, never with its filesystem frozen; per hotzone:
+  // NAME's table routes the hotzone to the hotzone device, which is held until it is done
   std::vector<std::string> expected;
   for (int i = 0; i < 4; ++i) {
-    expected.insert(expected.end(), {"suspend vol", "reload vol", "resume vol"});
+    expected.insert(expected.end(), {"reload vol", "suspend-noflush vol", "suspend-noflush HZ",
+                                     "resume vol", "resume HZ"});
   }
-  CHECK(online_vol_events(f.kernel) == expected);
+  expected.insert(expected.end(), {"reload vol", "suspend-noflush vol", "resume vol"});
+  CHECK(online_stack_events(f.kernel) == expected);
   // at the end: one line with the new parameters and key, under the same name
   const auto lines = f.live_lines();
   REQUIRE(lines.size() == 1);
@@ -589,30 +781,60 @@ TEST_CASE("reencrypt online: a run suspends, records, switches and resumes per h
   CHECK(lines[0].options.iv_large_sectors);
   CHECK(std::get<SecretBuffer>(lines[0].key) == online_key(f.new_key));
   CHECK(f.users_read() == f.plain);
+  CHECK(online_hotzone(f.kernel) == nullptr);
   CHECK_FALSE(fs::exists(f.state));
   CHECK(f.registry_empty());
 }
 
+TEST_CASE("reencrypt online: NAME's tables over a run", "[reencrypt][online]") {
+  OnlineFixture f;
+  REQUIRE(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()).ok());
+  using lbscrypt::OnlineLayout;
+  const std::vector<OnlineLayout> expected{{0, kOnlineHotzone},
+                                           {kOnlineHotzone, kOnlineHotzone},
+                                           {2 * kOnlineHotzone, kOnlineHotzone},
+                                           {3 * kOnlineHotzone, kOnlineHotzone},
+                                           {kOnlineBytes, 0}};
+  REQUIRE(f.layouts.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(i);
+    CHECK(f.layouts[i].converted == expected[i].converted);
+    CHECK(f.layouts[i].routed == expected[i].routed);
+  }
+  CHECK(f.checks_failed.empty());
+}
+
 TEST_CASE(
-    "reencrypt online: a kill -9 while suspended, then --resume puts the mapping right "
-    "first",
+    "reencrypt online: a kill -9 in a hotzone holds only that hotzone, and --resume finishes "
+    "it",
     "[reencrypt][online]") {
   OnlineFixture f;
   f.volume.kill_at_write = 2;  // mid-way through the third hotzone's conversion
   CHECK_THROWS_AS(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()), OnlineKilled);
-  REQUIRE(f.kernel.mappings.at("vol").info.suspended);  // the users hang now
+  // NAME is live; only the third hotzone's users wait, on the held hotzone device
+  REQUIRE_FALSE(f.kernel.mappings.at("vol").info.suspended);
+  const auto *hotzone = online_hotzone(f.kernel);
+  REQUIRE(hotzone != nullptr);
+  REQUIRE(hotzone->info.suspended);
+  const auto held = f.reach_of(2 * kOnlineHotzone, kOnlineHotzone);
+  CHECK(held.at(OnlineReach::held) == kOnlineHotzone);
+  CHECK(f.reach_of(0, 2 * kOnlineHotzone).at(OnlineReach::device) == 2 * kOnlineHotzone);
+  CHECK(f.reach_of(3 * kOnlineHotzone, kOnlineHotzone).at(OnlineReach::device) == kOnlineHotzone);
   REQUIRE(fs::exists(f.state));
   f.kernel.events.clear();
 
   SECTION("--resume") {
     const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+    INFO((resumed.ok() ? std::string{} : resumed.error().message));
     REQUIRE(resumed.ok());
     CHECK(resumed->report.outcome == EngineOutcome::finished);
-    // the hotzone in flight put back and done while still suspended, then the switch; then
-    // the last hotzone as usual
-    const std::vector<std::string> expected{"reload vol", "resume vol", "suspend vol", "reload vol",
-                                            "resume vol"};
-    CHECK(online_vol_events(f.kernel) == expected);
+    // the held hotzone put back and done, its device resumed; then NAME's table without it,
+    // and the last hotzone as usual
+    const std::vector<std::string> expected{
+        "resume HZ",  "reload vol",          "suspend-noflush vol", "resume vol",
+        "reload vol", "suspend-noflush vol", "suspend-noflush HZ",  "resume vol",
+        "resume HZ",  "reload vol",          "suspend-noflush vol", "resume vol"};
+    CHECK(online_stack_events(f.kernel) == expected);
   }
   SECTION("--abort, then --resume") {
     ReencryptRequest abort_request = f.request(true);
@@ -623,11 +845,33 @@ TEST_CASE(
     CHECK(aborted->report.progress.done_bytes == 3 * kOnlineHotzone);
     CHECK_FALSE(f.kernel.mappings.at("vol").info.suspended);
     CHECK(f.live_lines().size() == 2);
+    CHECK(online_hotzone(f.kernel) == nullptr);
     CHECK(fs::exists(f.state));
     CHECK_FALSE(f.registry_empty());
     const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
     REQUIRE(resumed.ok());
     CHECK(resumed->report.outcome == EngineOutcome::finished);
+  }
+  SECTION("a user write beside the held hotzone, a power cut, --resume offline") {
+    // the users write the first unit after the held hotzone, as they may now
+    Bytes data(65536, 0x5A);
+    f.through_live(3 * kOnlineHotzone, data, true);
+    std::copy(data.begin(), data.end(),
+              f.plain.begin() + static_cast<std::ptrdiff_t>(3 * kOnlineHotzone));
+    // the power goes: no mapping is left, nothing holds the device
+    f.kernel.mappings.clear();
+    f.devices.users.erase(f.device);
+    ReencryptRequest offline = f.request(true);
+    offline.active_name.reset();
+    const auto resumed = lbscrypt::reencrypt_offline(offline, f.env, f.steps());
+    INFO((resumed.ok() ? std::string{} : resumed.error().message));
+    REQUIRE(resumed.ok());
+    CHECK(resumed->report.outcome == EngineOutcome::finished);
+    Bytes plain_now = f.volume.raw;
+    online_crypt_side(OnlineFixture::new_side(), f.new_key, plain_now, 0);
+    CHECK(plain_now == f.plain);
+    CHECK_FALSE(fs::exists(f.state));
+    return;
   }
   SECTION("--resume with a wrong old key: refused, the mapping left as it is") {
     f.given_old_key = 0x12;
@@ -646,7 +890,96 @@ TEST_CASE(
   CHECK(f.volume.touched_live == 0);
   CHECK(f.users_read() == f.plain);
   CHECK(f.live_lines().size() == 1);
+  CHECK(online_hotzone(f.kernel) == nullptr);
   CHECK_FALSE(fs::exists(f.state));
+}
+
+TEST_CASE(
+    "reencrypt online: an error in a held hotzone fails its I/O, NAME stays usable, "
+    "--resume finishes",
+    "[reencrypt][online]") {
+  OnlineFixture f;
+  f.volume.fail_writes_from = 2;  // the third hotzone's write fails, and again when retried
+  const auto failed = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.error().code == Errc::device);
+  const std::string &message = failed.error().message;
+  CHECK_THAT(message, Catch::Contains("vol's bytes 131072 to 196608 (the hotzone) fail with EIO"));
+  CHECK_THAT(message, Catch::Contains("--resume") && Catch::Contains("--abort"));
+  CHECK(message.find('\n') == std::string::npos);
+  // Nothing hangs: NAME and the hotzone device are live, the hotzone device on dm-error.
+  CHECK_FALSE(f.kernel.mappings.at("vol").info.suspended);
+  const auto *hotzone = online_hotzone(f.kernel);
+  REQUIRE(hotzone != nullptr);
+  CHECK_FALSE(hotzone->info.suspended);
+  CHECK(hotzone->line.type == "error");
+  CHECK(hotzone->more.empty());
+  // The users get EIO in the hotzone and the data elsewhere.
+  const auto in_zone = f.reach_of(2 * kOnlineHotzone, kOnlineHotzone);
+  CHECK(in_zone.at(OnlineReach::eio) == kOnlineHotzone);
+  CHECK_FALSE(in_zone.contains(OnlineReach::held));
+  const auto elsewhere = f.reach_of(0, 2 * kOnlineHotzone);
+  CHECK(elsewhere.at(OnlineReach::device) == 2 * kOnlineHotzone);
+  CHECK(f.reach_of(3 * kOnlineHotzone, kOnlineHotzone).at(OnlineReach::device) == kOnlineHotzone);
+  CHECK(f.users_read() == f.plain);  // where they reach
+  CHECK(fs::exists(f.state));
+
+  // The device works again: --resume puts the hotzone back, converts it and finishes.
+  f.volume.fail_writes_from.reset();
+  f.checks_failed.clear();
+  const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE(resumed.ok());
+  CHECK(resumed->report.outcome == EngineOutcome::finished);
+  for (const auto &failure : f.checks_failed) {
+    UNSCOPED_INFO(failure);
+  }
+  CHECK(f.checks_failed.empty());
+  CHECK(f.users_read() == f.plain);
+  CHECK(f.live_lines().size() == 1);
+  CHECK(online_hotzone(f.kernel) == nullptr);
+  CHECK_FALSE(f.kernel.mappings.at("vol").info.suspended);
+  CHECK_FALSE(fs::exists(f.state));
+}
+
+TEST_CASE("reencrypt online: a table another process loads into NAME stops the run",
+          "[reencrypt][online]") {
+  OnlineFixture f;
+  int hotzones_done = 0;
+  // After the second hotzone's device resumed: `dmsetup reload` of NAME's first table (the
+  // old parameters over everything) and `dmsetup resume`, as a careless administrator would.
+  f.on_event = [&](const std::string &event) {
+    if (!event.starts_with("resume lbscrypt-reenc-") || ++hotzones_done != 2) {
+      return false;
+    }
+    const auto table = online_table(OnlineFixture::old_side(), online_key(f.old_key), kOnlineBytes);
+    REQUIRE(f.kernel.reload("vol", lbscrypt::online_table_lines({table}, "crypt"), false).ok());
+    REQUIRE(f.kernel.suspend("vol", lbscrypt::SuspendMode::queue).ok());
+    REQUIRE(f.kernel.resume("vol").ok());
+    return true;
+  };
+  const auto stopped = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
+  REQUIRE_FALSE(stopped.ok());
+  CHECK(stopped.error().code == Errc::refused);
+  CHECK_THAT(stopped.error().message,
+             Catch::Contains("the table of vol was changed by another process") &&
+                 Catch::Contains("given back the table of position 131072"));
+  // NAME put right: the two parts of position 131072, live, the hotzone device gone
+  CHECK_FALSE(f.kernel.mappings.at("vol").info.suspended);
+  const auto lines = f.live_lines();
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[1].start * 512 == 2 * kOnlineHotzone);
+  CHECK(std::get<SecretBuffer>(lines[0].key) == online_key(f.new_key));
+  CHECK(std::get<SecretBuffer>(lines[1].key) == online_key(f.old_key));
+  CHECK(online_hotzone(f.kernel) == nullptr);
+  CHECK(f.durable_position() == 2 * kOnlineHotzone);
+  f.on_event = nullptr;
+  f.checks_failed.clear();
+  CHECK(f.users_read() == f.plain);
+  const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE(resumed.ok());
+  CHECK(resumed->report.outcome == EngineOutcome::finished);
+  CHECK(f.users_read() == f.plain);
+  CHECK(f.checks_failed.empty());
 }
 
 TEST_CASE("reencrypt online: a stop between hotzones leaves the mapping live",
@@ -666,6 +999,43 @@ TEST_CASE("reencrypt online: a stop between hotzones leaves the mapping live",
   CHECK(resumed->report.outcome == EngineOutcome::finished);
   CHECK(f.users_read() == f.plain);
   CHECK(f.checks_failed.empty());
+}
+
+TEST_CASE("reencrypt online: a journal behind NAME's table is refused", "[reencrypt][online]") {
+  OnlineFixture f;
+  f.stop_after = 1;
+  REQUIRE(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()).ok());
+  const auto state_copy = lbscrypt::test::file_bytes(f.state);
+  const auto journal_copy = lbscrypt::test::file_bytes(lbscrypt::journal_path(f.state));
+  f.stop_after = 3;
+  const auto further = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE(further.ok());
+  REQUIRE(further->report.progress.done_bytes == 3 * kOnlineHotzone);
+  const auto state_now = lbscrypt::test::file_bytes(f.state);
+  const auto journal_now = lbscrypt::test::file_bytes(lbscrypt::journal_path(f.state));
+  const auto put = [&](const fs::path &path, const lbscrypt::test::FileBytes &bytes) {
+    lbscrypt::test::put_bytes(path, 0, bytes);
+  };
+  put(f.state, state_copy);  // the same sizes: the copy overwrites the file whole
+  put(lbscrypt::journal_path(f.state), journal_copy);
+  f.stop_after = 0;
+  const Bytes before = f.volume.raw;
+  const auto refused = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::invalid_argument);
+  CHECK_THAT(refused.error().message,
+             Catch::StartsWith("the journal is older than the device: vol's table has the new "
+                               "parameters up to byte 196608, the journal goes to byte 65536"));
+  CHECK(f.volume.raw == before);
+  CHECK_FALSE(f.kernel.mappings.at("vol").info.suspended);
+  CHECK(f.users_read() == f.plain);
+  // The journal the run last wrote finishes it.
+  put(f.state, state_now);
+  put(lbscrypt::journal_path(f.state), journal_now);
+  const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE(resumed.ok());
+  CHECK(resumed->report.outcome == EngineOutcome::finished);
+  CHECK(f.users_read() == f.plain);
 }
 
 TEST_CASE("reencrypt online: refusals before a byte is written", "[reencrypt][online]") {
@@ -706,6 +1076,14 @@ TEST_CASE("reencrypt online: refusals before a byte is written", "[reencrypt][on
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == Errc::busy);
   }
+  SECTION("the state file on a filesystem on vol (reencrypt_online_checks_test.cpp: the rest)") {
+    f.mount_on("253:0", f.dir / "state", "/dev/mapper/vol");
+    const auto r = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::refused);
+    CHECK_THAT(r.error().message, Catch::StartsWith("the state file " + f.state.string() +
+                                                    " is on vol (ext4 on vol)"));
+  }
   SECTION("a device other than the mapping's") {
     ReencryptRequest request = f.request(false);
     request.old_mapping.device = (f.dir / "sdy").string();
@@ -718,4 +1096,26 @@ TEST_CASE("reencrypt online: refusals before a byte is written", "[reencrypt][on
   CHECK(f.registry_empty());
   CHECK(online_vol_events(f.kernel).empty());
   CHECK(f.live_lines().size() == 1);
+}
+
+TEST_CASE("reencrypt online: --resume with the state file on vol is refused, vol left live",
+          "[reencrypt][online]") {
+  OnlineFixture f;
+  f.stop_after = 1;
+  REQUIRE(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()).ok());
+  const Bytes before = f.volume.raw;
+  const auto events = f.kernel.events.size();
+  const auto state = lbscrypt::test::file_bytes(f.state);
+  f.mount_on("253:0", f.dir / "state", "/dev/mapper/vol");
+  f.stop_after = 0;
+  const auto r = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::refused);
+  CHECK_THAT(r.error().message,
+             Catch::StartsWith("the state file " + f.state.string() + " is on vol"));
+  CHECK(f.kernel.events.size() == events);  // nothing suspended, loaded or resumed
+  CHECK_FALSE(f.kernel.mappings.at("vol").info.suspended);
+  CHECK(f.volume.raw == before);
+  CHECK(lbscrypt::test::file_bytes(f.state) == state);
+  CHECK(f.users_read() == f.plain);
 }

@@ -7,10 +7,13 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "fakes.hpp"
+#include "file_bytes.hpp"
 #include "lbscrypt/reencrypt_run.hpp"
 
 using lbscrypt::CryptSide;
@@ -87,6 +91,11 @@ class MemoryIo final : public lbscrypt::DeviceReencryptIo {
     run_fake_crypt(state_.new_side, new_key_, cipher, position);
     return write_raw(position, cipher);
   }
+  Result<void> read_new(std::uint64_t position, std::span<std::uint8_t> out) override {
+    static_cast<void>(read_raw(position, out));
+    run_fake_crypt(state_.new_side, new_key_, out, position);
+    return {};
+  }
   Result<void> flush() override { return {}; }
   Result<void> close() override {
     ++volume_.closed;
@@ -125,10 +134,11 @@ struct RunFixture {
   std::uint8_t given_new_key = 0x77;  // what the user types on --resume
   int keys_asked = 0;
   bool stop_after_first = false;
+  int stop_after = 0;  // stop once this many hotzones were converted (0: never)
   int hotzones_seen = 0;
 
-  RunFixture() {
-    dir = fs::current_path() / ("reencrypt-run-test-" + std::to_string(getpid()));
+  explicit RunFixture(const std::string &name = "run") {
+    dir = fs::current_path() / ("reencrypt-" + name + "-test-" + std::to_string(getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir / "state");
     fs::create_directories(dir / "sys");
@@ -193,7 +203,10 @@ struct RunFixture {
     };
     s.now_utc = [] { return std::string("2026-12-04T00:00:00Z"); };
     s.hooks.progress = [this](const lbscrypt::Progress &) { ++hotzones_seen; };
-    s.hooks.stop = [this] { return stop_after_first && hotzones_seen >= 1; };
+    s.hooks.stop = [this] {
+      return (stop_after_first && hotzones_seen >= 1) ||
+             (stop_after > 0 && hotzones_seen >= stop_after);
+    };
     return s;
   }
 
@@ -555,4 +568,266 @@ TEST_CASE("reencrypt run: --update-tab refusals before a byte is written", "[ree
   CHECK(run_read_text(t.tab) == t.before);
   CHECK_FALSE(fs::exists(f.state));
   CHECK(f.registry_empty());
+}
+
+TEST_CASE("reencrypt run: --resume refuses a device without the run's identity, asking no key",
+          "[reencrypt]") {
+  RunFixture f;
+  f.stop_after_first = true;
+  REQUIRE(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()).ok());
+  // The state as a run on a loop device would have recorded it: the stand-in device (a file
+  // here) is no block device, and no device in the fixture's empty sysfs has that file.
+  auto state = lbscrypt::read_state(f.state);
+  REQUIRE(state.ok());
+  lbscrypt::DeviceFingerprint loop;
+  loop.size_bytes = kRunTestBytes;
+  loop.loop = lbscrypt::LoopBacking{"/srv/a.img", {8, 1}, 99, 0, 0};
+  state->device_identity = loop;
+  REQUIRE(lbscrypt::write_state(f.state, *state).ok());
+  const Bytes before = f.volume.raw;
+  f.keys_asked = 0;
+  f.stop_after_first = false;
+  const auto refused = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::refused);
+  CHECK(refused.error().message ==
+        f.device +
+            " is no block device now, and no device is the run's (a loop device over "
+            "/srv/a.img, inode 99 on 8:1): attach or connect it and resume");
+  CHECK(f.keys_asked == 0);
+  CHECK(f.volume.made == 1);  // the first run's only
+  CHECK(f.volume.raw == before);
+  CHECK(fs::exists(f.state));
+}
+
+TEST_CASE("reencrypt run: --resume removes what a killed run left, unless it is open",
+          "[reencrypt]") {
+  RunFixture f;
+  f.stop_after_first = true;
+  REQUIRE(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()).ok());
+  const auto state = lbscrypt::read_state(f.state);
+  REQUIRE(state.ok());
+  // What a kill -9 leaves: the run's two private mappings (names and uuids written out here
+  // as reencrypt_io.hpp describes them), beside a mapping that is not the run's.
+  const std::string prefix = "lbscrypt-reenc-" + state->run_id.substr(0, 16) + "-";
+  for (const std::string side : {"old", "new"}) {
+    lbscrypt::CreateRequest request;
+    request.name = prefix + side;
+    request.uuid = "LBSCRYPT-REENC-" + state->run_id + "-" + side;
+    request.length = kRunTestBytes / 512;
+    request.params.append("aes-xts-plain64 00 0 7:0 0");
+    REQUIRE(f.kernel.create(request).ok());
+  }
+  lbscrypt::CreateRequest other;
+  other.name = "vol";
+  other.uuid = "CRYPT-PLAIN-vol";
+  other.length = 8;
+  other.params.append("aes-xts-plain64 00 0 7:1 0");
+  REQUIRE(f.kernel.create(other).ok());
+  f.stop_after_first = false;
+
+  SECTION("one open: refused, nothing removed or written, no key asked") {
+    f.kernel.mappings.at(prefix + "new").info.open_count = 1;
+    const Bytes before = f.volume.raw;
+    f.keys_asked = 0;
+    const auto refused = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::busy);
+    CHECK_THAT(refused.error().message,
+               Catch::StartsWith("the run's private mapping " + prefix + "new (dm-1) is open"));
+    CHECK(f.kernel.mappings.size() == 3);
+    CHECK(f.keys_asked == 0);
+    CHECK(f.volume.raw == before);
+  }
+  SECTION("closed: removed, and the run finishes") {
+    const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+    REQUIRE(resumed.ok());
+    CHECK(resumed->report.outcome == EngineOutcome::finished);
+    CHECK(f.read_new() == f.plain);
+    REQUIRE(f.kernel.mappings.size() == 1);
+    CHECK(f.kernel.mappings.contains("vol"));
+  }
+}
+
+// ---- a state that cannot be trusted: refused before a byte is written ------------------------
+
+namespace {
+
+// The whole in-memory device, hashed: a refusal leaves it as it was.
+std::string device_hash(const RunFixture &f) {
+  const auto digest = lbscrypt::test::sha256_of(f.volume.raw);
+  return {digest.begin(), digest.end()};
+}
+
+// The run stopped after `hotzones` hotzones (of 4), its state and journal left.
+void stop_after(RunFixture &f, int hotzones) {
+  f.stop_after = hotzones;
+  const auto stopped =
+      lbscrypt::reencrypt_offline(f.request(f.hotzones_seen > 0), f.env, f.steps());
+  REQUIRE(stopped.ok());
+  REQUIRE(stopped->report.outcome == EngineOutcome::stopped);
+  REQUIRE(stopped->report.progress.done_bytes ==
+          static_cast<std::uint64_t>(hotzones) * kRunTestHotzone);
+  f.stop_after = 0;
+}
+
+// A --resume with the run's keys is refused with `needle` in its one line, the device's hash
+// unchanged.
+void resume_refused(RunFixture &f, const std::string &needle) {
+  const std::string before = device_hash(f);
+  const auto refused = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::invalid_argument);
+  CHECK_THAT(refused.error().message, Catch::Contains(needle));
+  CHECK(refused.error().message.find('\n') == std::string::npos);
+  CHECK(device_hash(f) == before);
+  CHECK(fs::exists(f.state));  // the run is kept
+}
+
+// The positive control: with the files the run wrote, --resume finishes and reads back.
+void resume_finishes(RunFixture &f) {
+  const auto resumed = lbscrypt::reencrypt_offline(f.request(true), f.env, f.steps());
+  REQUIRE(resumed.ok());
+  CHECK(resumed->report.outcome == EngineOutcome::finished);
+  CHECK(f.read_new() == f.plain);
+  CHECK_FALSE(fs::exists(f.state));
+}
+
+using lbscrypt::test::file_bytes;
+using lbscrypt::test::FileBytes;
+using lbscrypt::test::put_bytes;
+
+void write_file(const fs::path &path, const FileBytes &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
+  out.write(reinterpret_cast<const char *>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+void put_u64(FileBytes &slot, std::size_t at, std::uint64_t value) {
+  for (std::size_t i = 0; i < 8; ++i) {
+    slot[at + i] = static_cast<std::uint8_t>(value >> (8 * i));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("reencrypt run: a forged journaled slot and data area are refused", "[reencrypt]") {
+  RunFixture f;
+  stop_after(f, 1);
+  const fs::path journal = lbscrypt::journal_path(f.state);
+  const FileBytes genuine = file_bytes(journal);
+  // Slot 0 made to say "hotzone 1 (at 65536) is in flight", its copy 64 KiB of 0x5a: the
+  // copy's digest (bytes 56-88) its SHA-256, the slot's own SHA-256 made right again. Only
+  // the run's keys could make the MACs.
+  const FileBytes forged_data(kRunTestHotzone, 0x5a);
+  FileBytes slot0(genuine.begin(), genuine.begin() + 4096);
+  put_u64(slot0, 32, 1);
+  put_u64(slot0, 40, kRunTestHotzone);
+  put_u64(slot0, 48, kRunTestHotzone);
+  const auto data_digest = lbscrypt::test::sha256_of(forged_data);
+  std::copy(data_digest.begin(), data_digest.end(), slot0.begin() + 56);
+  lbscrypt::test::reseal_slot_checksum(slot0);
+  put_bytes(journal, 0, slot0);
+  put_bytes(journal, 8192, forged_data);
+  resume_refused(f, "its journaled slot does not verify with both keys of this run");
+
+  write_file(journal, genuine);
+  resume_finishes(f);
+}
+
+TEST_CASE("reencrypt run: an edited parameter in the state file is refused", "[reencrypt]") {
+  std::function<void(nlohmann::ordered_json &)> edit;
+  SECTION("cipher") {
+    edit = [](auto &d) { d["old_side"]["cipher"] = "aes-xts-plain"; };
+  }
+  SECTION("sector size") {
+    edit = [](auto &d) { d["new_side"]["sector_size"] = 8192; };
+  }
+  SECTION("offset") {
+    edit = [](auto &d) { d["offset"] = 8; };
+  }
+  SECTION("skip") {
+    edit = [](auto &d) { d["skip"] = 8; };
+  }
+  SECTION("size") {
+    edit = [](auto &d) { d["data_bytes"] = 3 * kRunTestHotzone; };
+  }
+  RunFixture f;
+  // A device larger than the run's data, so an offset moved on still fits it.
+  f.devices.sizes[f.device] = kRunTestBytes + kRunTestHotzone;
+  ReencryptRequest start = f.request(false);
+  start.old_mapping.size = kRunTestBytes / 512;
+  f.stop_after = 1;
+  const auto stopped = lbscrypt::reencrypt_offline(start, f.env, f.steps());
+  REQUIRE(stopped.ok());
+  REQUIRE(stopped->report.outcome == EngineOutcome::stopped);
+  f.stop_after = 0;
+  const FileBytes genuine = file_bytes(f.state);
+  auto doc = nlohmann::ordered_json::parse(genuine.begin(), genuine.end());
+  edit(doc);
+  const std::string text = doc.dump(2) + "\n";
+  write_file(f.state, FileBytes(text.begin(), text.end()));
+  resume_refused(f, "the state's MAC does not verify with both keys");
+
+  write_file(f.state, genuine);
+  resume_finishes(f);
+}
+
+TEST_CASE("reencrypt run: a slot from another run is refused", "[reencrypt]") {
+  RunFixture f;
+  stop_after(f, 1);
+  // Another run, same keys, another device: stopped after 2 hotzones. Its completed slot
+  // (position 131072) copied into this run's journal, the run id rewritten to this run's and
+  // the slot's SHA-256 made right again.
+  RunFixture g("other");
+  stop_after(g, 2);
+  const fs::path journal = lbscrypt::journal_path(f.state);
+  const FileBytes genuine = file_bytes(journal);
+  FileBytes theirs = lbscrypt::test::file_range(lbscrypt::journal_path(g.state), 4096, 4096);
+  std::copy(genuine.begin() + 16, genuine.begin() + 32, theirs.begin() + 16);
+  lbscrypt::test::reseal_slot_checksum(theirs);
+  put_bytes(journal, 4096, theirs);
+  resume_refused(f, "its completed slot does not verify with both keys of this run");
+
+  write_file(journal, genuine);
+  resume_finishes(f);
+}
+
+TEST_CASE("reencrypt run: a journal rolled back in time is refused, never converted twice",
+          "[reencrypt]") {
+  RunFixture f;
+  stop_after(f, 1);
+  // A copy of the state and journal after hotzone 1, as a snapshot or a backup keeps them.
+  const FileBytes state_copy = file_bytes(f.state);
+  const FileBytes journal_copy = file_bytes(lbscrypt::journal_path(f.state));
+  stop_after(f, 3);  // two hotzones more
+  const FileBytes state_now = file_bytes(f.state);
+  const FileBytes journal_now = file_bytes(lbscrypt::journal_path(f.state));
+  write_file(f.state, state_copy);
+  write_file(lbscrypt::journal_path(f.state), journal_copy);
+  resume_refused(f,
+                 "the journal is older than the device: at byte 65536 the data is already "
+                 "in the new parameters");
+
+  // The journal the run last wrote finishes it.
+  write_file(f.state, state_now);
+  write_file(lbscrypt::journal_path(f.state), journal_now);
+  resume_finishes(f);
+}
+
+TEST_CASE("reencrypt run: a journal rolled back to before the first hotzone is refused",
+          "[reencrypt]") {
+  RunFixture f;
+  stop_after(f, 1);
+  // The journal as it was made, before any record: the run's position would be 0.
+  const fs::path journal = lbscrypt::journal_path(f.state);
+  const FileBytes journal_now = file_bytes(journal);
+  write_file(journal, FileBytes(journal_now.size(), 0));
+  resume_refused(f,
+                 "the journal is older than the device: at byte 0 the data is already in "
+                 "the new parameters");
+  write_file(journal, journal_now);
+  resume_finishes(f);
 }

@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lbscrypt/reencrypt.hpp"
@@ -76,12 +77,15 @@ ReencryptState sample_state() {
   s.new_verifier.iterations = 1000;
   s.new_verifier.digest = counting(0xe0, 32);
   s.started = "2026-12-04T22:50:25Z";
+  s.first_unit_mac = counting(0x40, 32);
+  s.started_online = true;
+  s.mac = counting(0x80, 32);
   return s;
 }
 
 // The sample as the file holds it, written by hand from the format's description.
 const char *const kSampleJson = R"({
-  "format": 1,
+  "format": 2,
   "run_id": "0123456789abcdef0123456789abcdef",
   "device": "/dev/vdb",
   "device_id": "wwn-0x5000c500a1b2c3d4",
@@ -111,7 +115,10 @@ const char *const kSampleJson = R"({
     "iterations": 1000,
     "digest": "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff"
   },
-  "started": "2026-12-04T22:50:25Z"
+  "started": "2026-12-04T22:50:25Z",
+  "first_unit_mac": "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f",
+  "started_online": true,
+  "mac": "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
 }
 )";
 
@@ -243,6 +250,49 @@ TEST_CASE("reencrypt state: JSON as the format says, and back", "[reencrypt]") {
   CHECK(*reparsed == state);
 }
 
+TEST_CASE("reencrypt state: the device's identity is kept, a state without one reads",
+          "[reencrypt]") {
+  ReencryptState state = sample_state();
+  lbscrypt::DeviceFingerprint disk;
+  disk.size_bytes = 1073741824;
+  disk.serial = "virtio:VDB-0002";
+  lbscrypt::DeviceFingerprint part;
+  part.size_bytes = 67108864 + 2048 * 512;
+  part.partition = 1;
+  part.partition_start = 2048;
+  part.under.push_back(disk);
+  state.device_identity = part;
+  const std::string text = lbscrypt::state_to_json(state);
+  // Written by hand from the format's description: after "device_id", absent fields left out.
+  CHECK_THAT(text, Catch::Contains(R"("device_id": "wwn-0x5000c500a1b2c3d4",
+  "device_identity": {
+    "size_bytes": 68157440,
+    "partition": 1,
+    "partition_start": 2048,
+    "under": [
+      {
+        "size_bytes": 1073741824,
+        "serial": "virtio:VDB-0002"
+      }
+    ]
+  },
+  "offset": 2048,)"));
+  const auto parsed = lbscrypt::state_from_json(text, kOrigin);
+  REQUIRE(parsed.ok());
+  CHECK(*parsed == state);
+  // The sample, as an older lbscrypt wrote it, has none.
+  const auto old = lbscrypt::state_from_json(kSampleJson, kOrigin);
+  REQUIRE(old.ok());
+  CHECK_FALSE(old->device_identity.has_value());
+  using J = nlohmann::ordered_json;
+  CHECK_THAT(refusal([](J &d) { d["device_identity"] = J::object(); }),
+             Catch::Contains("field \"device_identity.size_bytes\" is missing"));
+  CHECK_THAT(refusal([](J &d) {
+               d["device_identity"] = {{"size_bytes", 1}, {"wwid", "x"}};
+             }),
+             Catch::Contains("field \"device_identity.wwid\" is not a field lbscrypt knows"));
+}
+
 TEST_CASE("reencrypt state: JSON refusals name the field and the file", "[reencrypt]") {
   using J = nlohmann::ordered_json;
   CHECK_THAT(refusal([](J &d) { d["extra"] = 1; }), Catch::Contains("unknown field \"extra\""));
@@ -251,8 +301,24 @@ TEST_CASE("reencrypt state: JSON refusals name the field and the file", "[reencr
   CHECK_THAT(refusal([](J &d) { d.erase("skip"); }), Catch::Contains("field \"skip\" is missing"));
   CHECK_THAT(refusal([](J &d) { d["new_verifier"].erase("digest"); }),
              Catch::Contains("field \"new_verifier.digest\" is missing"));
-  CHECK_THAT(refusal([](J &d) { d["format"] = 2; }),
-             Catch::Contains("format 2 is not the one this lbscrypt reads (1)"));
+  CHECK_THAT(refusal([](J &d) { d["format"] = 3; }),
+             Catch::Contains("format 3 is not the one this lbscrypt reads (2): finish or abort "
+                             "the run with the lbscrypt that started it"));
+  // A run the previous lbscrypt started (no MAC): refused, saying why and what to do.
+  CHECK(refusal([](J &d) {
+          d["format"] = 1;
+          d.erase("mac");
+          d.erase("first_unit_mac");
+          d.erase("started_online");
+        }) == std::string(kOrigin) +
+                  ": format 1 is not the one this lbscrypt reads (2): an earlier lbscrypt wrote "
+                  "it, without the MAC this one checks: finish or abort the run with the "
+                  "lbscrypt that started it");
+  CHECK_THAT(refusal([](J &d) { d.erase("mac"); }), Catch::Contains("field \"mac\" is missing"));
+  CHECK_THAT(refusal([](J &d) { d["mac"] = "00"; }),
+             Catch::Contains("field \"mac\" is not 64 lower-case hex characters"));
+  CHECK_THAT(refusal([](J &d) { d["started_online"] = 1; }),
+             Catch::Contains("field \"started_online\" is not true or false"));
   CHECK_THAT(refusal([](J &d) { d["format"] = "1"; }),
              Catch::Contains("field \"format\" is not a whole number"));
   CHECK_THAT(refusal([](J &d) { d["offset"] = -1; }),
@@ -451,16 +517,100 @@ TEST_CASE("reencrypt state: removal wipes the journal, then unlinks both", "[ree
   CHECK(file_text(witness) == std::string(old_ciphertext.size(), '\0'));
 
   // No journal (never created, or removed before a crash): fine; nothing at all: fine too.
+  // The state file's own blocks are zeros before it is unlinked.
   REQUIRE(lbscrypt::write_state(path, sample_state()).ok());
+  const auto state_witness = dir.path / "state-witness";
+  std::filesystem::create_hard_link(path, state_witness);
+  const std::string state_text = file_text(path);
+  REQUIRE(state_text.find("\"mac\"") != std::string::npos);
   REQUIRE(lbscrypt::remove_state(path).ok());
-  CHECK(names_in(dir.path) == std::set<std::string>{"witness"});
+  CHECK(names_in(dir.path) == std::set<std::string>{"witness", "state-witness"});
+  CHECK(file_text(state_witness) == std::string(state_text.size(), '\0'));
+  // A state file wiped, then a cut before its unlink: read_state says what it is.
+  const auto zeroed = lbscrypt::read_state(state_witness);
+  REQUIRE_FALSE(zeroed.ok());
+  CHECK(zeroed.error().message ==
+        state_witness.string() +
+            " is all zeros: the run that wrote it ended and wiped it (a cut came before it was "
+            "removed): remove it and its journal");
+  std::filesystem::remove(state_witness);
   CHECK(lbscrypt::remove_state(path).ok());
+}
+
+TEST_CASE("reencrypt state: the MAC covers every field, canonical JSON", "[reencrypt]") {
+  const ReencryptState state = sample_state();
+  // kSampleJson without "mac", keys sorted, compact (Python json.dumps(sort_keys=True,
+  // separators=(",", ":")) of it, computed apart).
+  CHECK(lbscrypt::state_mac_text(state) ==
+        R"({"data_bytes":67108864,"device":"/dev/vdb","device_id":"wwn-0x5000c500a1b2c3d4",)"
+        R"("first_unit_mac":"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f",)"
+        R"("format":2,"hotzone_bytes":1048576,"new_side":{"cipher":"aes-cbc-essiv:sha256",)"
+        R"("iv_large_sectors":true,"key_bytes":32,"sector_size":65536},"new_verifier":)"
+        R"({"digest":"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff",)"
+        R"("iterations":1000,"salt":)"
+        R"("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"},"offset":2048,)"
+        R"("old_side":{"cipher":"aes-xts-plain64","iv_large_sectors":false,"key_bytes":64,)"
+        R"("sector_size":4096},"old_verifier":)"
+        R"({"digest":"2222222222222222222222222222222222222222222222222222222222222222",)"
+        R"("iterations":200000,"salt":)"
+        R"("1111111111111111111111111111111111111111111111111111111111111111"},)"
+        R"("run_id":"0123456789abcdef0123456789abcdef","skip":4096,)"
+        R"("started":"2026-12-04T22:50:25Z","started_online":true})");
+
+  const SecretBuffer old_key = secret(std::string(64, 'o'));
+  const SecretBuffer new_key = secret(std::string(32, 'n'));
+  const auto auth = lbscrypt::RunAuth::derive(old_key, new_key, state.run_id);
+  REQUIRE(auth.ok());
+  ReencryptState sealed = state;
+  REQUIRE(lbscrypt::seal_state(sealed, *auth).ok());
+  CHECK(sealed.mac != state.mac);
+  CHECK(lbscrypt::check_state_seal(sealed, *auth, kOrigin).ok());
+  // Every field changed alone breaks the seal.
+  const std::vector<std::pair<const char *, std::function<void(ReencryptState &)>>> edits{
+      {"device", [](ReencryptState &s) { s.device = "/dev/vdc"; }},
+      {"device_id", [](ReencryptState &s) { s.device_id += "x"; }},
+      {"offset", [](ReencryptState &s) { s.offset += 8; }},
+      {"skip", [](ReencryptState &s) { s.skip += 8; }},
+      {"data_bytes", [](ReencryptState &s) { s.data_bytes -= 65536; }},
+      {"hotzone_bytes", [](ReencryptState &s) { s.hotzone_bytes *= 2; }},
+      {"old cipher", [](ReencryptState &s) { s.old_side.cipher = "aes-xts-plain"; }},
+      {"new sector", [](ReencryptState &s) { s.new_side.sector_size = 4096; }},
+      {"new iv_large", [](ReencryptState &s) { s.new_side.iv_large_sectors = false; }},
+      {"old key bytes", [](ReencryptState &s) { s.old_side.key_bytes = 32; }},
+      {"verifier", [](ReencryptState &s) { s.new_verifier.iterations += 1; }},
+      {"started", [](ReencryptState &s) { s.started = ""; }},
+      {"first unit", [](ReencryptState &s) { s.first_unit_mac[0] ^= 1U; }},
+      {"online", [](ReencryptState &s) { s.started_online = false; }},
+      {"run id", [](ReencryptState &s) { s.run_id[0] = 'f'; }},
+      {"mac", [](ReencryptState &s) { s.mac[31] ^= 1U; }},
+  };
+  for (const auto &[name, edit] : edits) {
+    INFO(name);
+    ReencryptState edited = sealed;
+    edit(edited);
+    const auto refused = lbscrypt::check_state_seal(edited, *auth, kOrigin);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::invalid_argument);
+    CHECK(refused.error().message ==
+          std::string(kOrigin) +
+              ": the state's MAC does not verify with both keys: a field of it was changed "
+              "since the run wrote it, or it is another run's: nothing was written; give the "
+              "state file the run wrote, unchanged");
+  }
+  // Another key on either side does not verify it.
+  for (const auto &[o, n] : {std::pair{std::string(64, 'p'), std::string(32, 'n')},
+                             std::pair{std::string(64, 'o'), std::string(32, 'm')}}) {
+    const auto other = lbscrypt::RunAuth::derive(secret(o), secret(n), state.run_id);
+    REQUIRE(other.ok());
+    CHECK_FALSE(lbscrypt::check_state_seal(sealed, *other, kOrigin).ok());
+  }
 }
 
 // A removal that stops part way (here: the journal's wipe fails, as a power cut could stop
 // it) must not leave the state beside a journal whose slots are gone: --resume would read
 // blank slots as a run at position 0 and convert the volume a second time. The state goes
-// first. RLIMIT_FSIZE of 1 byte makes every write past the first byte fail with EFBIG.
+// first. RLIMIT_FSIZE of the state file's size lets its wipe through (it writes within its
+// size) and makes every write of the journal past that fail with EFBIG.
 TEST_CASE("reencrypt state: a removal stopped in the journal's wipe has removed the state",
           "[reencrypt]") {
   const TempDir dir;
@@ -473,7 +623,8 @@ TEST_CASE("reencrypt state: a removal stopped in the journal's wipe has removed 
   REQUIRE(getrlimit(RLIMIT_FSIZE, &saved) == 0);
   const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
   struct rlimit tiny = saved;
-  tiny.rlim_cur = 1;
+  tiny.rlim_cur = std::filesystem::file_size(path);
+  REQUIRE(tiny.rlim_cur < slots_and_data.size());
   REQUIRE(setrlimit(RLIMIT_FSIZE, &tiny) == 0);
   const auto removed = lbscrypt::remove_state(path);
   REQUIRE(setrlimit(RLIMIT_FSIZE, &saved) == 0);
@@ -485,6 +636,37 @@ TEST_CASE("reencrypt state: a removal stopped in the journal's wipe has removed 
   // Run again, it finishes the removal.
   REQUIRE(lbscrypt::remove_state(path).ok());
   CHECK(names_in(dir.path).empty());
+}
+
+TEST_CASE("reencrypt state: a removal cut after the rename leaves no state to read",
+          "[reencrypt]") {
+  const TempDir dir;
+  const auto path = dir.path / "vdb.state";
+  const auto journal = lbscrypt::journal_path(path);
+  const auto ended = lbscrypt::ended_state_path(path);
+  CHECK(ended == dir.path / "vdb.state.ended");
+  // Nothing ended: nothing to finish, nothing removed.
+  REQUIRE(lbscrypt::write_state(path, sample_state()).ok());
+  { std::ofstream(journal, std::ios::binary) << std::string(4096, '\x5a'); }
+  const auto none = lbscrypt::finish_ended_state(path);
+  REQUIRE(none.ok());
+  CHECK_FALSE(*none);
+  CHECK(names_in(dir.path) == std::set<std::string>{"vdb.state", "vdb.state.journal"});
+  // The state as remove_state's rename leaves it when a cut comes before the wipe (the wipe of
+  // a whole file is what a cut can stop half way): STATE is gone, so --resume never reads a
+  // state half wiped; the leftovers are finished, verifiers wiped.
+  std::filesystem::rename(path, ended);
+  const auto witness = dir.path / "witness";
+  std::filesystem::create_hard_link(ended, witness);
+  const std::string state_text = file_text(ended);
+  const auto missing = lbscrypt::read_state(path);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == lbscrypt::Errc::not_found);
+  const auto finished = lbscrypt::finish_ended_state(path);
+  REQUIRE(finished.ok());
+  CHECK(*finished);
+  CHECK(names_in(dir.path) == std::set<std::string>{"witness"});
+  CHECK(file_text(witness) == std::string(state_text.size(), '\0'));
 }
 
 TEST_CASE("reencrypt state: a journal that is a symlink stops the removal", "[reencrypt]") {

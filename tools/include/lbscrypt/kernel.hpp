@@ -49,6 +49,16 @@ struct CreateRequest {
   bool private_device = false;
 };
 
+// How a suspend treats what is above the mapping. Either way the kernel waits for the I/O its
+// targets have in flight to complete before the suspend returns, and queues new I/O until resume.
+enum class SuspendMode {
+  // The filesystem on it is frozen first (FIFREEZE: its dirty data written, its writers held).
+  freeze,
+  // No freeze and no flush of the queue (DM_SKIP_LOCKFS | DM_NOFLUSH): for a table swap or
+  // to hold one device of a stack; the filesystem above goes on with its own work.
+  queue,
+};
+
 // dm-crypt-lbs's module name: what the units load before attaching (modprobe@.service, as
 // loop devices are loaded), and what open and attach look for before loading the in-tree one.
 inline constexpr const char *kModuleName = "dm_crypt_lbs";
@@ -79,10 +89,11 @@ class Kernel {
   [[nodiscard]] virtual Result<void> remove(std::string_view name) = 0;
   // Errc::not_found when no such mapping exists.
   [[nodiscard]] virtual Result<DeviceInfo> info(std::string_view name) = 0;
+  // The names of every mapping there is (dmsetup ls), in no particular order.
+  [[nodiscard]] virtual Result<std::vector<std::string>> list() = 0;
   [[nodiscard]] virtual Result<std::vector<TargetLine>> table(std::string_view name) = 0;
-  // Suspends a mapping. With `lockfs` the filesystem on it is frozen first, so its writes are
-  // on the device and no new ones come until resume. A suspended mapping stays suspended.
-  [[nodiscard]] virtual Result<void> suspend(std::string_view name, bool lockfs) = 0;
+  // Suspends a mapping (SuspendMode says how). A suspended mapping stays suspended.
+  [[nodiscard]] virtual Result<void> suspend(std::string_view name, SuspendMode mode) = 0;
   // Loads a table of one or more lines into a mapping's inactive slot; resume makes it live.
   [[nodiscard]] virtual Result<void> reload(std::string_view name,
                                             const std::vector<TargetLine> &lines,

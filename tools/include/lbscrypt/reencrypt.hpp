@@ -27,8 +27,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "lbscrypt/reencrypt_identity.hpp"
 #include "lbscrypt/result.hpp"
 #include "lbscrypt/secret.hpp"
 
@@ -70,28 +72,81 @@ inline constexpr std::uint32_t kVerifierMinIterations = 1000;
 [[nodiscard]] Result<void> check_verifier(const KeyVerifier &verifier, const SecretBuffer &key,
                                           std::string_view which /* "old", "new" */);
 
+// ---- authentication ---------------------------------------------------------------------
+
+// An HMAC-SHA256 under the run's key.
+inline constexpr std::size_t kRunMacBytes = 32;
+using RunMac = std::array<std::uint8_t, kRunMacBytes>;
+
+// HKDF-SHA256 (RFC 5869): extract with `salt`, expand with `info` to `out_bytes` (at most
+// 255 blocks of 32). OpenSSL's libcrypto does the HMAC.
+[[nodiscard]] Result<SecretBuffer> hkdf_sha256(std::span<const std::uint8_t> ikm,
+                                               std::span<const std::uint8_t> salt,
+                                               std::span<const std::uint8_t> info,
+                                               std::size_t out_bytes);
+
+// The run's authentication key: HKDF-SHA256 of both volume keys (each length-prefixed) with
+// the label "lbscrypt reencrypt run key v1" as salt and the run id as info. Only who holds
+// both keys can make or check the state file's and the journal's MACs, and a MAC of one run
+// never verifies in another.
+class RunAuth {
+ public:
+  [[nodiscard]] static Result<RunAuth> derive(const SecretBuffer &old_key,
+                                              const SecretBuffer &new_key, std::string_view run_id);
+  // HMAC-SHA256 of: the domain, a zero byte, the position (8 bytes, little-endian), the bytes.
+  [[nodiscard]] Result<RunMac> mac(std::string_view domain, std::uint64_t position,
+                                   std::span<const std::uint8_t> bytes) const;
+
+ private:
+  explicit RunAuth(SecretBuffer key) : key_(std::move(key)) {}
+  SecretBuffer key_;
+};
+
 // ---- the state file --------------------------------------------------------------------
 
-inline constexpr std::uint32_t kStateFormat = 1;
+// Format 2: the state carries a MAC (format 1, without one, is refused: its run is finished
+// or aborted with the lbscrypt that started it).
+inline constexpr std::uint32_t kStateFormat = 2;
 // A hotzone is at most 1 GiB, as cryptsetup's LUKS2 hotzone: the journal holds one.
 inline constexpr std::uint64_t kMaxHotzoneBytes = std::uint64_t{1} << 30U;
 
 struct ReencryptState {
   std::uint32_t format = kStateFormat;
-  std::string run_id;            // 32 lower-case hex characters, random; also in every journal slot
-  std::string device;            // the path given (canonical: absolute, links resolved)
-  std::string device_id;         // the registry's stable id of the device (reencrypt_registry)
-  std::uint64_t offset = 0;      // 512-byte sectors on the device where the data starts
-  std::uint64_t skip = 0;        // iv_offset, 512-byte sectors
-  std::uint64_t data_bytes = 0;  // the data's length, a multiple of the larger sector
+  std::string run_id;     // 32 lower-case hex characters, random; also in every journal slot
+  std::string device;     // the path given (canonical: absolute, links resolved)
+  std::string device_id;  // the registry's stable id of the device (reencrypt_registry)
+  // What the device is made of (reencrypt_identity.hpp), recorded when the run starts;
+  // nullopt where the run's device was no block device (the unit tests' stand-in).
+  std::optional<DeviceFingerprint> device_identity;
+  std::uint64_t offset = 0;         // 512-byte sectors on the device where the data starts
+  std::uint64_t skip = 0;           // iv_offset, 512-byte sectors
+  std::uint64_t data_bytes = 0;     // the data's length, a multiple of the larger sector
   std::uint64_t hotzone_bytes = 0;  // a multiple of every alignment (see hotzone_alignment)
   CryptSide old_side;
   CryptSide new_side;
   KeyVerifier old_verifier;
   KeyVerifier new_verifier;
   std::string started;  // UTC, ISO 8601, for people
+  // The MAC of the plaintext of the data's first unit (the larger sector) as the run found
+  // it: a --resume whose journal has no record yet checks the device against it.
+  std::vector<std::uint8_t> first_unit_mac;  // 32 bytes
+  // Started online: the users wrote through NAME until the first hotzone, so the first unit
+  // was not recorded (first_unit_mac is zeros) and NAME's table is what a --resume checks.
+  bool started_online = false;
+  // The MAC of every other field (state_mac_text), under the run's key (RunAuth).
+  std::vector<std::uint8_t> mac;  // 32 bytes
   bool operator==(const ReencryptState &) const = default;
 };
+
+// What the state's MAC covers: the state file's JSON without its "mac" field, keys sorted,
+// no whitespace, non-ASCII escaped. Every field, present and to come, is covered.
+[[nodiscard]] std::string state_mac_text(const ReencryptState &state);
+// Sets state.mac.
+[[nodiscard]] Result<void> seal_state(ReencryptState &state, const RunAuth &auth);
+// Errc::invalid_argument when the MAC does not verify (a field was edited, or the state is
+// another run's): checked once both keys are proven, before a byte is written.
+[[nodiscard]] Result<void> check_state_seal(const ReencryptState &state, const RunAuth &auth,
+                                            const std::filesystem::path &origin);
 
 // Strict JSON: unknown or missing keys, a wrong type or format, and inconsistent sizes are
 // Errc::invalid_argument naming the field and the file.
@@ -108,10 +163,15 @@ struct ReencryptState {
 [[nodiscard]] Result<void> write_state(const std::filesystem::path &path,
                                        const ReencryptState &state);
 [[nodiscard]] Result<ReencryptState> read_state(const std::filesystem::path &path);
-// Removes the state file, durably (directory fsynced), then wipes its journal and removes it:
-// a power cut anywhere leaves either the state with its whole journal (--resume finishes) or
-// no state. A journal without its state is a leftover to remove.
+// Removes the state file: renamed to STATE.ended (durable), wiped there and removed, then its
+// journal wiped and removed, each step durable. A power cut anywhere leaves either the state
+// with its whole journal (--resume finishes) or no state (STATE.ended and the journal are
+// leftovers of a run that ended, which finish_ended_state removes).
 [[nodiscard]] Result<void> remove_state(const std::filesystem::path &path);
+[[nodiscard]] std::filesystem::path ended_state_path(const std::filesystem::path &state);
+// Where STATE is absent and STATE.ended is there (a stop came while a finished run removed its
+// state): the removal finished (remove_state), true. false when there is nothing of the kind.
+[[nodiscard]] Result<bool> finish_ended_state(const std::filesystem::path &path);
 
 // An exclusive flock on the state file for the whole run: a second reencrypt of the same run
 // is Errc::busy. Released by destruction.
@@ -133,21 +193,43 @@ class StateLock {
 // ---- the journal ------------------------------------------------------------------------
 
 // Two commit slots, each in its own 4096-byte block so a torn write of one never touches the
-// other: slot 0 only ever holds "journaled", slot 1 only "completed". Each carries the run id
-// and a SHA-256 of itself; a slot that does not verify is absent.
+// other: slot 0 only ever holds "journaled", slot 1 only "completed". Each carries the run id,
+// a MAC under the run's key and a SHA-256 of itself: a slot whose SHA-256 does not verify was
+// torn and is absent; one whose SHA-256 verifies and whose MAC does not is refused.
+//
+// The records also say what the device must hold at the journal's position (a "unit" is the
+// larger sector size; its MAC is of its plaintext): a journal older than the device (a state
+// disk that lost its last writes, a snapshot or a copy put back) is refused, never converted
+// twice.
+inline constexpr std::size_t kMaxUnitSamples = 64;
 struct JournaledRecord {
   std::uint64_t sequence = 0;  // the hotzone's index
   std::uint64_t position = 0;  // the hotzone's start
   std::uint64_t length = 0;    // bytes of old ciphertext in the data area
-  std::array<std::uint8_t, 32> data_sha256{};
+  RunMac data_mac{};           // of the old ciphertext in the data area
+  RunMac next_mac{};           // the next hotzone's first unit (zeros for the last hotzone)
+  // The hotzone's units at unit_samples(): a --resume finds each the old ciphertext, its
+  // conversion, or a mix of the two a cut tore.
+  std::vector<RunMac> samples;
   bool operator==(const JournaledRecord &) const = default;
 };
 
 struct CompletedRecord {
   std::uint64_t sequence = 0;
   std::uint64_t position = 0;  // everything before it is in the new parameters
+  RunMac next_mac{};           // the unit at position before conversion (zeros at the end)
+  // Written online: the users' mapping went live after it, so the unit at position may
+  // hold their writes (only its conversion is refused then).
+  bool users_live = false;
   bool operator==(const CompletedRecord &) const = default;
 };
+
+// The units of a hotzone of `length` bytes whose plaintext a journaled record keeps: offsets
+// in the hotzone, evenly spread from its first unit to its last, at most kMaxUnitSamples and
+// few enough that a --resume reads at most 1 MiB of the device.
+[[nodiscard]] std::vector<std::uint64_t> unit_samples(std::uint64_t length, std::uint64_t unit);
+// The bytes a --resume reads from the device at most to check the journal's position.
+inline constexpr std::uint64_t kResumeCheckBytes = std::uint64_t{1} << 20U;
 
 struct JournalSlots {
   std::optional<JournaledRecord> journaled;
@@ -176,15 +258,22 @@ class JournalStore {
   // Overwrites the data area with zeros (the old ciphertext of a rotated key must not stay
   // on another disk).
   [[nodiscard]] virtual Result<void> wipe_data() = 0;
+  // A MAC under the run's key, for the data area's copy and the units of the records.
+  [[nodiscard]] virtual Result<RunMac> mac(std::string_view domain, std::uint64_t position,
+                                           std::span<const std::uint8_t> bytes) = 0;
 };
 
 // The journal file: created (preallocated to 8192 + hotzone_bytes, zero-filled, fsynced, mode
-// 0600) when `create`, else opened and its size and run id checked. A run creates it before
-// its state file, so a state file that exists always has its whole journal beside it.
+// 0600) when `create`, else opened and its size and run id checked (a slot of another run is
+// refused). A run creates it before its state file, so a state file that exists always has its
+// whole journal beside it. `auth` makes and checks the slots' MACs; without it (only the final
+// switch of --update-tab, which asks for no key and writes nothing to the device) the slots
+// are read unchecked and every write and MAC is Errc::key.
 [[nodiscard]] Result<std::unique_ptr<JournalStore>> open_journal(const std::filesystem::path &path,
                                                                  const std::string &run_id,
                                                                  std::uint64_t hotzone_bytes,
-                                                                 bool create);
+                                                                 bool create,
+                                                                 std::optional<RunAuth> auth);
 
 // ---- the engine -------------------------------------------------------------------------
 
@@ -209,6 +298,9 @@ class ReencryptIo {
                                               std::span<std::uint8_t> out) = 0;
   [[nodiscard]] virtual Result<void> write_new(std::uint64_t position,
                                                std::span<const std::uint8_t> data) = 0;
+  // Plaintext through the new parameters (what a converted part reads as).
+  [[nodiscard]] virtual Result<void> read_new(std::uint64_t position,
+                                              std::span<std::uint8_t> out) = 0;
   // Every write so far durable on the device (a cache flush).
   [[nodiscard]] virtual Result<void> flush() = 0;
 };
@@ -235,6 +327,8 @@ struct EngineHooks {
   // new parameters. It runs before the journal's copy is wiped; an error stops the run with it
   // (the record stays: --resume goes on after that hotzone).
   std::function<Result<void>(std::uint64_t position)> after_completed;
+  // Online: the users' mapping goes live after each completed hotzone (its record says so).
+  bool users_live = false;
 };
 
 enum class EngineOutcome { finished, stopped };
@@ -243,12 +337,21 @@ struct EngineReport {
   EngineOutcome outcome = EngineOutcome::finished;
   Progress progress;
   bool recovered = false;  // a journaled hotzone was put back before going on
+  // The hotzone's buffer (old ciphertext and plaintext) was locked in memory. When mlock is
+  // refused (RLIMIT_MEMLOCK without CAP_IPC_LOCK) the run goes on with it unlocked.
+  bool buffer_locked = true;
 };
 
 // Runs (or resumes: the journal says where) the conversion to the end or to a stop. On an
 // I/O error returns it, leaving a journal a later run resumes from.
-// Per hotzone [p, p + n): [before_hotzone] -> read_raw -> write_data -> write_journaled ->
-// read_old -> write_new -> flush -> write_completed -> [after_completed] -> wipe_data.
+// Per hotzone [p, p + n): [before_hotzone] -> read_raw -> write_data -> read_old (the
+// hotzone and the next hotzone's first unit) -> write_journaled -> write_new -> flush ->
+// write_completed -> [after_completed] -> wipe_data.
+// Before anything is written, the device is checked at the journal's position (at most
+// kResumeCheckBytes read): the unit at the position must read as the record says (with the
+// old parameters; online also anything but its conversion), an in-flight hotzone's sampled
+// units each its old ciphertext, its conversion or a mix; anything else is
+// Errc::invalid_argument "the journal is older than the device".
 // Where the run is: the completed record's position; with slot 1 blank, 0; with slot 1 torn,
 // the journaled record's position (a journaled hotzone was reached), and with neither slot
 // verifying, Errc::invalid_argument (the journal is damaged: nothing is written).
@@ -259,8 +362,14 @@ struct EngineReport {
 [[nodiscard]] Result<EngineReport> run_engine(const ReencryptState &state, ReencryptIo &io,
                                               JournalStore &journal, const EngineHooks &hooks);
 
-// The alignment of hotzones: the largest of the two sector sizes and the device's logical
-// block size.
+// The unit of the position checks: the larger of the two sector sizes.
+[[nodiscard]] std::uint64_t check_unit_bytes(const ReencryptState &state);
+// The MAC of the plaintext of the data's first unit (read through the old parameters), for
+// a new run's state.first_unit_mac.
+[[nodiscard]] Result<RunMac> first_unit_mac(const ReencryptState &state, ReencryptIo &io,
+                                            JournalStore &journal);
+
+// The alignment of hotzones: the largest of the two sector sizes and `logical_block`.
 [[nodiscard]] std::uint64_t hotzone_alignment(const CryptSide &old_side, const CryptSide &new_side,
                                               std::uint32_t logical_block);
 

@@ -25,6 +25,16 @@ class DeviceReencryptIo : public ReencryptIo {
   [[nodiscard]] virtual std::string old_node() const = 0;
 };
 
+// The names of a run's private mappings begin with "lbscrypt-reenc-<the run id's first 16
+// hex>-", their dm uuids with "LBSCRYPT-REENC-<the run id>-" (then "old" or "new").
+[[nodiscard]] std::string reencrypt_mapping_name_prefix(std::string_view run_id);
+[[nodiscard]] std::string reencrypt_mapping_uuid_prefix(std::string_view run_id);
+
+// Removes a private mapping; one udev or a prober still holds for a moment is retried a few
+// times. Errc::not_found when there is none; Errc::busy, saying how to remove it, when it
+// stays in use.
+[[nodiscard]] Result<void> remove_reencrypt_mapping(Kernel &kernel, const std::string &name);
+
 // Creates the two mappings from state's device, offset, skip, data_bytes, sides and run id,
 // and opens them and the device. The kernel must outlive the result. Keys whose sizes are not
 // the sides' key_bytes are Errc::key; a mapping that cannot be made is the kernel's error

@@ -34,6 +34,13 @@ struct DevNumber {
   bool operator==(const DevNumber &) const = default;
 };
 
+// The text of a sysfs attribute, trimmed of surrounding white space; nullopt when it is
+// absent or blank.
+[[nodiscard]] std::optional<std::string> read_sysfs_text(const std::filesystem::path &file);
+// Printable ASCII kept, the backslash and every other byte written as \xNN: the text is
+// ASCII, and two different texts never give the same result.
+[[nodiscard]] std::string ascii_id_text(std::string_view text);
+
 // An id of block device MAJOR:MINOR that survives a reboot, from `sysfs` (normally /sys):
 // - a device-mapper device: "dm-uuid-<dm/uuid>", or "dm-name-<dm/name>" when it has no uuid;
 // - a partition (it has a `partition` file): its disk's id + "-part<N>";

@@ -40,6 +40,10 @@ struct ReencryptRequest {
   std::uint64_t hotzone_bytes = kDefaultHotzoneBytes;
   std::filesystem::path registry_dir{kReencryptRegistry};
   std::filesystem::path sysfs = "/sys";
+  // Online: where /proc is (reencrypt_online_checks.hpp), and the key files given (not "-"),
+  // which must not be on NAME.
+  std::filesystem::path proc = "/proc";
+  std::vector<std::filesystem::path> key_files;
   // lbscrypttab's text, when there is one: a listed volume is refused (its line would open it
   // with the old parameters at the next boot), unless update_tab.
   std::optional<std::string> tab_text;
@@ -71,6 +75,10 @@ struct ReencryptSteps {
   std::function<Result<std::optional<FilesystemProbe>>(const std::string &node)> probe;
   std::function<std::string()> now_utc;
   std::function<void(const ReencryptState &)> started;  // optional: the state is written
+  // Online, once the refusals of reencrypt_online_checks.hpp passed and before NAME is first
+  // suspended: lock the process's memory (lock_memory_for_online); a warning line or nullopt.
+  // Optional (the unit tests lock nothing).
+  std::function<std::optional<std::string>()> lock_memory;
   EngineHooks hooks;
 };
 

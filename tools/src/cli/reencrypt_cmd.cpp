@@ -11,6 +11,7 @@
 
 #include "lbscrypt/crypttab.hpp"
 #include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt_online_checks.hpp"
 #include "lbscrypt/reencrypt_run.hpp"
 #include "output.hpp"
 #include "stop_signal.hpp"
@@ -288,6 +289,11 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
     request.active_name = mapping_name(*args.active_name);
   }
   request.force = args.force;
+  for (const auto &file : {args.old_side.key.key_file, args.new_key_file}) {
+    if (file && *file != "-") {
+      request.key_files.emplace_back(*file);
+    }
+  }
   request.old_mapping = mapping_request(args.old_side);
   request.new_side = CryptSide{
       args.new_cipher.value_or(request.old_mapping.cipher),
@@ -354,6 +360,7 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
   const std::unique_ptr<FilesystemProber> prober = services.reencrypt.make_prober();
   steps.probe = [&prober](const std::string &node) { return prober->probe(node); };
   steps.now_utc = services.reencrypt.now_utc;
+  steps.lock_memory = [] { return lock_memory_for_online(); };
   if (services.reencrypt_registry) {
     request.registry_dir = *services.reencrypt_registry;
   }

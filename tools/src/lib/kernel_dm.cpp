@@ -269,13 +269,36 @@ class DevmapperKernel final : public Kernel {
     return info;
   }
 
+  Result<std::vector<std::string>> list() override {
+    const Task task(new_task(DM_DEVICE_LIST));
+    if (!task || dm_task_run(task.get()) == 0) {
+      return dm_failure(Errc::kernel, "cannot list device-mapper devices");
+    }
+    std::vector<std::string> names;
+    dm_names *entry = dm_task_get_names(task.get());
+    if (entry == nullptr || entry->dev == 0) {
+      return names;  // none
+    }
+    while (true) {
+      names.emplace_back(entry->name);
+      if (entry->next == 0) {
+        break;
+      }
+      // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
+      entry = reinterpret_cast<dm_names *>(reinterpret_cast<char *>(entry) + entry->next);
+    }
+    return names;
+  }
+
   Result<std::vector<TargetLine>> table(std::string_view name) override {
     return targets(DM_DEVICE_TABLE, name);
   }
 
-  Result<void> suspend(std::string_view name, bool lockfs) override {
+  Result<void> suspend(std::string_view name, SuspendMode mode) override {
     const Task task(named_task(DM_DEVICE_SUSPEND, name));
-    if (!task || (!lockfs && dm_task_skip_lockfs(task.get()) == 0)) {
+    const bool queue = mode == SuspendMode::queue;
+    if (!task ||
+        (queue && (dm_task_skip_lockfs(task.get()) == 0 || dm_task_no_flush(task.get()) == 0))) {
       return dm_failure(Errc::kernel, "cannot prepare the suspend request");
     }
     if (dm_task_run(task.get()) == 0) {

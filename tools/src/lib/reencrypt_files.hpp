@@ -83,6 +83,16 @@ inline int fsync_parent_directory(const std::filesystem::path &file) {
   return fsync(fd.get()) == 0 ? 0 : errno;
 }
 
+// fsync of a file's bytes (before a rename makes it another file's content): 0 or the errno.
+inline int fsync_file(const std::filesystem::path &file) {
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg, hicpp-signed-bitwise)
+  const FileDescriptor fd(open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    return errno;
+  }
+  return fsync(fd.get()) == 0 ? 0 : errno;
+}
+
 // What a file that is not a regular one is, for an error message.
 inline std::string_view file_kind_name(mode_t mode) {
   if (S_ISLNK(mode)) {

@@ -104,8 +104,7 @@ class ReencDeviceIo final : public DeviceReencryptIo {
         data_bytes_(state.data_bytes),
         run_id_(state.run_id) {
     for (std::size_t i = 0; i < names_.size(); ++i) {
-      names_.at(i) = fmt::format("lbscrypt-reenc-{}-{}", run_id_.substr(0, kReencNameIdChars),
-                                 kReencSideWords.at(i));
+      names_.at(i) = reencrypt_mapping_name_prefix(run_id_) + kReencSideWords.at(i);
     }
   }
   ReencDeviceIo(const ReencDeviceIo &) = delete;
@@ -115,6 +114,8 @@ class ReencDeviceIo final : public DeviceReencryptIo {
   ~ReencDeviceIo() override {
     static_cast<void>(close_all());
     if (bounce_ != nullptr) {
+      // It carried old ciphertext and plaintext.
+      secure_wipe(bounce_, kReencBounceBytes);
       ::operator delete (bounce_, std::align_val_t{kReencIoAlign});
     }
   }
@@ -169,6 +170,10 @@ class ReencDeviceIo final : public DeviceReencryptIo {
     return transfer(new_fd_, "write through the new parameters", {0, position},
                     {nullptr, data.data(), data.size()});
   }
+  Result<void> read_new(std::uint64_t position, std::span<std::uint8_t> out) override {
+    return transfer(new_fd_, "read through the new parameters", {0, position},
+                    {out.data(), nullptr, out.size()});
+  }
 
   Result<void> flush() override {
     for (const auto &[fd, what] :
@@ -217,7 +222,7 @@ class ReencDeviceIo final : public DeviceReencryptIo {
   }
 
   [[nodiscard]] std::string uuid(std::size_t side) const {
-    return fmt::format("LBSCRYPT-REENC-{}-{}", run_id_, kReencSideWords.at(side));
+    return reencrypt_mapping_uuid_prefix(run_id_) + kReencSideWords.at(side);
   }
 
   // A mapping of this run that a killed process left behind goes first; a mapping of that name
@@ -237,21 +242,8 @@ class ReencDeviceIo final : public DeviceReencryptIo {
     return remove_mapping(name);
   }
 
-  // As close does: a device udev or a prober still holds is retried a few times.
   Result<void> remove_mapping(const std::string &name) {
-    for (unsigned attempt = 0;; ++attempt) {
-      auto removed = kernel_->remove(name);
-      if (removed || removed.error().code != Errc::busy) {
-        return removed;
-      }
-      if (attempt >= kReencRemoveRetries) {
-        return make_error(Errc::busy,
-                          fmt::format("the reencrypt mapping {} is still in use and was not "
-                                      "removed: remove it with dmsetup remove {}",
-                                      name, name));
-      }
-      std::this_thread::sleep_for(kReencRemoveDelay);
-    }
+    return remove_reencrypt_mapping(*kernel_, name);
   }
 
   static Result<void> open_fd(int &fd, const std::string &path, int mode) {
@@ -367,6 +359,30 @@ class ReencDeviceIo final : public DeviceReencryptIo {
 };
 
 }  // namespace
+
+std::string reencrypt_mapping_name_prefix(std::string_view run_id) {
+  return fmt::format("lbscrypt-reenc-{}-", run_id.substr(0, kReencNameIdChars));
+}
+
+std::string reencrypt_mapping_uuid_prefix(std::string_view run_id) {
+  return fmt::format("LBSCRYPT-REENC-{}-", run_id);
+}
+
+Result<void> remove_reencrypt_mapping(Kernel &kernel, const std::string &name) {
+  for (unsigned attempt = 0;; ++attempt) {
+    auto removed = kernel.remove(name);
+    if (removed || removed.error().code != Errc::busy) {
+      return removed;
+    }
+    if (attempt >= kReencRemoveRetries) {
+      return make_error(Errc::busy,
+                        fmt::format("the reencrypt mapping {} is still in use and was not "
+                                    "removed: remove it with dmsetup remove {}",
+                                    name, name));
+    }
+    std::this_thread::sleep_for(kReencRemoveDelay);
+  }
+}
 
 Result<std::unique_ptr<DeviceReencryptIo>> open_reencrypt_io(Kernel &kernel,
                                                              const ReencryptState &state,

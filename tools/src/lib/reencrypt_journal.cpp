@@ -7,21 +7,28 @@
 //   [8192, ...)    the data area: the old ciphertext of the hotzone being converted
 // A slot is one 4096-byte block, written whole with one pwrite and made durable with
 // fdatasync; a torn write of one slot never touches the other. Its layout, integers
-// little-endian:
-//   [0, 8)         magic "LBSRJNL1"
+// little-endian, MACs under the run's key (RunAuth):
+//   [0, 8)         magic "LBSRJNL2"
 //   [8, 12)        kind: 1 journaled, 2 completed
-//   [12, 16)       zero
+//   [12, 16)       flags: bit 0, the users' mapping went live after it (completed, online)
 //   [16, 32)       the run id (the state file's 32 hex characters as 16 bytes)
 //   [32, 40)       sequence: the hotzone's index
-//   [40, 48)       position: the hotzone's start, bytes from the start of the data
+//   [40, 48)       position: the hotzone's start (completed: its end), bytes from the data's start
 //   [48, 56)       length: bytes of old ciphertext in the data area (0 when completed)
-//   [56, 88)       SHA-256 of those bytes (zeros when completed)
-//   [88, 4064)     zero
+//   [56, 88)       MAC of those bytes (zeros when completed)
+//   [88, 120)      MAC of the plaintext of the unit after the hotzone (zeros at the data's end)
+//   [120, 124)     how many sampled units follow (journaled; 0 when completed)
+//   [124, 128)     zero
+//   [128, 2176)    MACs of the plaintext of the hotzone's sampled units, 32 bytes each
+//   [2176, 4032)   zero
+//   [4032, 4064)   MAC of bytes [0, 4032)
 //   [4064, 4096)   SHA-256 of bytes [0, 4064)
 // The checksum closes the block, so a block torn at any point (a mix of its old and new
-// sectors) does not verify: its head and its checksum come from different writes. A slot
-// verifies when magic, kind, run id and checksum all match; otherwise it is absent.
+// sectors) does not verify: its head and its checksum come from different writes; such a slot
+// is absent. A slot whose checksum verifies and whose MAC does not was not written by this
+// run with these keys (forged, edited, or another run's): it is refused, nothing is written.
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,16 +56,24 @@ constexpr std::uint64_t kJfileSlot1 = kJfileSlotBytes;
 constexpr std::uint64_t kJfileDataOffset = 2 * kJfileSlotBytes;
 constexpr std::size_t kJfileZeroChunk = std::size_t{1} << 20;
 
-constexpr std::array<std::uint8_t, 8> kJfileMagic = {'L', 'B', 'S', 'R', 'J', 'N', 'L', '1'};
+constexpr std::array<std::uint8_t, 8> kJfileMagic = {'L', 'B', 'S', 'R', 'J', 'N', 'L', '2'};
 constexpr std::uint32_t kJfileKindJournaled = 1;
 constexpr std::uint32_t kJfileKindCompleted = 2;
+constexpr std::uint32_t kJfileFlagUsersLive = 1;
 constexpr std::size_t kJfileKindAt = 8;
+constexpr std::size_t kJfileFlagsAt = 12;
 constexpr std::size_t kJfileRunIdAt = 16;
 constexpr std::size_t kJfileSequenceAt = 32;
 constexpr std::size_t kJfilePositionAt = 40;
 constexpr std::size_t kJfileLengthAt = 48;
-constexpr std::size_t kJfileDataSumAt = 56;
+constexpr std::size_t kJfileDataMacAt = 56;
+constexpr std::size_t kJfileNextMacAt = 88;
+constexpr std::size_t kJfileSampleCountAt = 120;
+constexpr std::size_t kJfileSamplesAt = 128;
+constexpr std::size_t kJfileSlotMacAt = kJfileSlotBytes - 64;
 constexpr std::size_t kJfileChecksumAt = kJfileSlotBytes - 32;
+static_assert(kJfileSamplesAt + kMaxUnitSamples * kRunMacBytes <= kJfileSlotMacAt);
+constexpr std::string_view kJfileSlotDomain = "journal slot";
 
 using JfileBlock = std::array<std::uint8_t, kJfileSlotBytes>;
 using JfileRunId = std::array<std::uint8_t, 16>;
@@ -124,22 +139,43 @@ std::string jfile_hex(std::span<const std::uint8_t> bytes) {
 // What a slot says when its magic and checksum verify (kind and run id not yet checked).
 struct JfileSlot {
   std::uint32_t kind = 0;
+  std::uint32_t flags = 0;
   JfileRunId run_id{};
   std::uint64_t sequence = 0;
   std::uint64_t position = 0;
   std::uint64_t length = 0;
-  std::array<std::uint8_t, 32> data_sha256{};
+  RunMac data_mac{};
+  RunMac next_mac{};
+  std::vector<RunMac> samples;
+  bool mac_verifies = false;
 };
 
-Result<JfileBlock> jfile_encode(const JfileSlot &slot) {
+Result<JfileBlock> jfile_encode(const JfileSlot &slot, const RunAuth &auth) {
+  if (slot.samples.size() > kMaxUnitSamples) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("{} sampled units do not fit a journal slot ({} at most)",
+                                  slot.samples.size(), kMaxUnitSamples));
+  }
   JfileBlock block{};
   std::copy(kJfileMagic.begin(), kJfileMagic.end(), block.begin());
   jfile_put_u32(block, kJfileKindAt, slot.kind);
+  jfile_put_u32(block, kJfileFlagsAt, slot.flags);
   std::copy(slot.run_id.begin(), slot.run_id.end(), block.begin() + kJfileRunIdAt);
   jfile_put_u64(block, kJfileSequenceAt, slot.sequence);
   jfile_put_u64(block, kJfilePositionAt, slot.position);
   jfile_put_u64(block, kJfileLengthAt, slot.length);
-  std::copy(slot.data_sha256.begin(), slot.data_sha256.end(), block.begin() + kJfileDataSumAt);
+  std::copy(slot.data_mac.begin(), slot.data_mac.end(), block.begin() + kJfileDataMacAt);
+  std::copy(slot.next_mac.begin(), slot.next_mac.end(), block.begin() + kJfileNextMacAt);
+  jfile_put_u32(block, kJfileSampleCountAt, static_cast<std::uint32_t>(slot.samples.size()));
+  for (std::size_t i = 0; i < slot.samples.size(); ++i) {
+    std::copy(slot.samples[i].begin(), slot.samples[i].end(),
+              block.begin() + static_cast<std::ptrdiff_t>(kJfileSamplesAt + i * kRunMacBytes));
+  }
+  const auto mac = auth.mac(kJfileSlotDomain, 0, std::span(block).first(kJfileSlotMacAt));
+  if (!mac) {
+    return mac.error();
+  }
+  std::copy(mac->begin(), mac->end(), block.begin() + kJfileSlotMacAt);
   const auto checksum = jfile_sha256(std::span(block).first(kJfileChecksumAt));
   if (!checksum) {
     return checksum.error();
@@ -148,8 +184,10 @@ Result<JfileBlock> jfile_encode(const JfileSlot &slot) {
   return block;
 }
 
-// nullopt when the block's magic or checksum does not verify.
-Result<std::optional<JfileSlot>> jfile_decode(const JfileBlock &block) {
+// nullopt when the block's magic or checksum does not verify (torn, or never written); else
+// the slot, and whether its MAC verifies.
+// Without `auth` (the final switch, which asks for no key) the MAC is taken as it is.
+Result<std::optional<JfileSlot>> jfile_decode(const JfileBlock &block, const RunAuth *auth) {
   if (!std::equal(kJfileMagic.begin(), kJfileMagic.end(), block.begin())) {
     return std::optional<JfileSlot>();
   }
@@ -161,19 +199,58 @@ Result<std::optional<JfileSlot>> jfile_decode(const JfileBlock &block) {
     return std::optional<JfileSlot>();
   }
   JfileSlot slot;
+  slot.mac_verifies = true;
+  if (auth != nullptr) {
+    const auto mac = auth->mac(kJfileSlotDomain, 0, std::span(block).first(kJfileSlotMacAt));
+    if (!mac) {
+      return mac.error();
+    }
+    slot.mac_verifies =
+        CRYPTO_memcmp(mac->data(), block.data() + kJfileSlotMacAt, mac->size()) == 0;
+  }
   slot.kind = jfile_get_u32(block, kJfileKindAt);
+  slot.flags = jfile_get_u32(block, kJfileFlagsAt);
   std::copy_n(block.begin() + kJfileRunIdAt, slot.run_id.size(), slot.run_id.begin());
   slot.sequence = jfile_get_u64(block, kJfileSequenceAt);
   slot.position = jfile_get_u64(block, kJfilePositionAt);
   slot.length = jfile_get_u64(block, kJfileLengthAt);
-  std::copy_n(block.begin() + kJfileDataSumAt, slot.data_sha256.size(), slot.data_sha256.begin());
+  std::copy_n(block.begin() + kJfileDataMacAt, slot.data_mac.size(), slot.data_mac.begin());
+  std::copy_n(block.begin() + kJfileNextMacAt, slot.next_mac.size(), slot.next_mac.begin());
+  const std::uint32_t samples = jfile_get_u32(block, kJfileSampleCountAt);
+  if (slot.mac_verifies && samples <= kMaxUnitSamples) {
+    slot.samples.resize(samples);
+    for (std::size_t i = 0; i < samples; ++i) {
+      std::copy_n(block.begin() + static_cast<std::ptrdiff_t>(kJfileSamplesAt + i * kRunMacBytes),
+                  kRunMacBytes, slot.samples[i].begin());
+    }
+  }
   return std::optional<JfileSlot>(slot);
 }
+
+Error jfile_no_key(const std::filesystem::path &path) {
+  return make_error(Errc::key, fmt::format("{} was opened without the run's keys: it is only "
+                                           "read",
+                                           printable(path.string())));
+}
+
+// A slot whose checksum verifies and whose MAC does not: refused.
+Error jfile_forged(const std::filesystem::path &path, std::string_view which) {
+  return make_error(Errc::invalid_argument,
+                    fmt::format("{}: its {} slot does not verify with both keys of this run (it "
+                                "was forged or edited, or copied from another run): nothing was "
+                                "written; give the journal this run wrote, unchanged",
+                                printable(path.string()), which));
+}
+
 class JfileStore final : public JournalStore {
  public:
   JfileStore(FileDescriptor fd, std::filesystem::path path, const JfileRunId &run_id,
-             std::uint64_t hotzone_bytes)
-      : fd_(std::move(fd)), path_(std::move(path)), run_id_(run_id), hotzone_(hotzone_bytes) {}
+             std::uint64_t hotzone_bytes, std::optional<RunAuth> auth)
+      : fd_(std::move(fd)),
+        path_(std::move(path)),
+        run_id_(run_id),
+        hotzone_(hotzone_bytes),
+        auth_(std::move(auth)) {}
 
   Result<JournalSlots> read_slots() override {
     JournalSlots slots;
@@ -181,10 +258,12 @@ class JfileStore final : public JournalStore {
     if (!journaled) {
       return journaled.error();
     }
-    if (const auto &slot = *journaled;
-        slot && slot->kind == kJfileKindJournaled && slot->run_id == run_id_) {
-      slots.journaled =
-          JournaledRecord{slot->sequence, slot->position, slot->length, slot->data_sha256};
+    if (const auto &slot = *journaled; slot && slot->run_id == run_id_) {
+      if (!slot->mac_verifies || slot->kind != kJfileKindJournaled) {
+        return jfile_forged(path_, "journaled");
+      }
+      slots.journaled = JournaledRecord{slot->sequence, slot->position, slot->length,
+                                        slot->data_mac, slot->next_mac, slot->samples};
     }
     JfileBlock block{};
     if (const int err = detail::pread_full(fd_.get(), block, kJfileSlot1); err != 0) {
@@ -192,13 +271,16 @@ class JfileStore final : public JournalStore {
     }
     slots.completed_blank =
         std::all_of(block.begin(), block.end(), [](std::uint8_t b) { return b == 0; });
-    const auto completed = jfile_decode(block);
+    const auto completed = jfile_decode(block, auth_ ? &*auth_ : nullptr);
     if (!completed) {
       return completed.error();
     }
-    if (const auto &slot = *completed;
-        slot && slot->kind == kJfileKindCompleted && slot->run_id == run_id_) {
-      slots.completed = CompletedRecord{slot->sequence, slot->position};
+    if (const auto &slot = *completed; slot && slot->run_id == run_id_) {
+      if (!slot->mac_verifies || slot->kind != kJfileKindCompleted) {
+        return jfile_forged(path_, "completed");
+      }
+      slots.completed = CompletedRecord{slot->sequence, slot->position, slot->next_mac,
+                                        (slot->flags & kJfileFlagUsersLive) != 0};
     }
     return slots;
   }
@@ -230,16 +312,20 @@ class JfileStore final : public JournalStore {
     slot.sequence = record.sequence;
     slot.position = record.position;
     slot.length = record.length;
-    slot.data_sha256 = record.data_sha256;
+    slot.data_mac = record.data_mac;
+    slot.next_mac = record.next_mac;
+    slot.samples = record.samples;
     return write_slot(kJfileSlot0, slot);
   }
 
   Result<void> write_completed(const CompletedRecord &record) override {
     JfileSlot slot;
     slot.kind = kJfileKindCompleted;
+    slot.flags = record.users_live ? kJfileFlagUsersLive : 0;
     slot.run_id = run_id_;
     slot.sequence = record.sequence;
     slot.position = record.position;
+    slot.next_mac = record.next_mac;
     return write_slot(kJfileSlot1, slot);
   }
 
@@ -253,6 +339,14 @@ class JfileStore final : public JournalStore {
       }
     }
     return sync();
+  }
+
+  Result<RunMac> mac(std::string_view domain, std::uint64_t position,
+                     std::span<const std::uint8_t> bytes) override {
+    if (!auth_) {
+      return jfile_no_key(path_);
+    }
+    return auth_->mac(domain, position, bytes);
   }
 
   // A slot whose checksum verifies but that another run wrote: the run id, else nullopt.
@@ -275,11 +369,14 @@ class JfileStore final : public JournalStore {
     if (const int err = detail::pread_full(fd_.get(), block, offset); err != 0) {
       return detail::state_file_error("read the journal", path_, err);
     }
-    return jfile_decode(block);
+    return jfile_decode(block, auth_ ? &*auth_ : nullptr);
   }
 
   Result<void> write_slot(std::uint64_t offset, const JfileSlot &slot) {
-    const auto block = jfile_encode(slot);
+    if (!auth_) {
+      return jfile_no_key(path_);
+    }
+    const auto block = jfile_encode(slot, *auth_);
     if (!block) {
       return block.error();
     }
@@ -309,6 +406,7 @@ class JfileStore final : public JournalStore {
   std::filesystem::path path_;
   JfileRunId run_id_;
   std::uint64_t hotzone_;
+  std::optional<RunAuth> auth_;  // nullopt: the slots are read without their MACs
 };
 
 // A new journal: zeros over its whole size (written, not sparse, so a full state filesystem
@@ -397,7 +495,8 @@ Result<FileDescriptor> jfile_open(const std::filesystem::path &path, std::uint64
 
 Result<std::unique_ptr<JournalStore>> open_journal(const std::filesystem::path &path,
                                                    const std::string &run_id,
-                                                   std::uint64_t hotzone_bytes, bool create) {
+                                                   std::uint64_t hotzone_bytes, bool create,
+                                                   std::optional<RunAuth> auth) {
   const auto id = jfile_run_id(run_id);
   if (!id) {
     return make_error(
@@ -414,7 +513,8 @@ Result<std::unique_ptr<JournalStore>> open_journal(const std::filesystem::path &
   if (!fd) {
     return fd.error();
   }
-  auto store = std::make_unique<JfileStore>(std::move(fd).value(), path, *id, hotzone_bytes);
+  auto store = std::make_unique<JfileStore>(std::move(fd).value(), path, *id, hotzone_bytes,
+                                            std::move(auth));
   if (!create) {
     const auto foreign = store->foreign_run();
     if (!foreign) {

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "lbscrypt/reencrypt_online.hpp"
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <openssl/crypto.h>
 
 #include <fmt/format.h>
@@ -8,6 +11,8 @@
 #include <algorithm>
 #include <utility>
 #include <variant>
+
+#include "lbscrypt/reencrypt_io.hpp"
 
 namespace lbscrypt {
 
@@ -35,13 +40,49 @@ Error online_mismatch(std::string_view name, std::string_view field, const std::
                                 name, field, live, given, name));
 }
 
-// Whether `line` is the segment of `side` with `key` that starts at `start` (512-byte sectors).
+// Whether `line` is the segment of `side` with `key` (at the line's own start).
 bool online_is_segment(const CryptTable &line, const ReencryptState &state, const CryptSide &side,
-                       const SecretBuffer &key, std::uint64_t start) {
+                       const SecretBuffer &key) {
   return line.cipher == side.cipher && online_sector(line) == side.sector_size &&
          line.options.iv_large_sectors == side.iv_large_sectors &&
-         line.offset == state.offset + start && line.iv_offset == state.skip + start &&
+         line.offset == state.offset + line.start && line.iv_offset == state.skip + line.start &&
          online_same_key(line.key, key);
+}
+
+// Two tables alike as the kernel reads them: line by line, every field, keys in constant time.
+bool online_same_table(const std::vector<CryptTable> &a, const std::vector<CryptTable> &b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const CryptTable &x = a[i];
+    const CryptTable &y = b[i];
+    const auto *key = std::get_if<SecretBuffer>(&y.key);
+    if (x.start != y.start || x.length != y.length || x.cipher != y.cipher ||
+        x.iv_offset != y.iv_offset || x.device != y.device || x.offset != y.offset ||
+        !(x.options == y.options) || key == nullptr || !online_same_key(x.key, *key)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// "MAJOR:MINOR" of a block device node, or the path itself when it is none.
+std::string online_device_word(const std::string &path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISBLK(st.st_mode)) {
+    return fmt::format("{}:{}", major(st.st_rdev), minor(st.st_rdev));
+  }
+  return path;
+}
+
+constexpr const char *kOnlineHotzoneWord = "hotzone";
+
+// The hotzone device's table: the whole device, one to one.
+SecretBuffer online_linear_params(const std::string &device) {
+  SecretBuffer params;
+  params.append(fmt::format("{} 0", device));
+  return params;
 }
 
 }  // namespace
@@ -173,10 +214,10 @@ Result<void> check_live_holder(const LiveMapping &live, const std::string &devic
       fmt::format("device-mapper mapping {} (dm-{})", live.name, live.info.minor);
   // user_of joins the holders with ", "; a run's private mappings are lbscrypt-reenc-<16 hex
   // of its id>-old and -new (reencrypt_io.hpp).
-  const std::string run_prefix = run_id.size() >= kOnlineRunNameChars
-                                     ? fmt::format("device-mapper mapping lbscrypt-reenc-{}-",
-                                                   run_id.substr(0, kOnlineRunNameChars))
-                                     : std::string{};
+  const std::string run_prefix =
+      run_id.size() >= kOnlineRunNameChars
+          ? "device-mapper mapping " + reencrypt_mapping_name_prefix(run_id)
+          : std::string{};
   bool found = false;
   std::string others;
   const std::string_view text = user ? std::string_view(*user) : std::string_view{};
@@ -201,14 +242,18 @@ Result<void> check_live_holder(const LiveMapping &live, const std::string &devic
   return Ok{};
 }
 
-std::vector<CryptTable> online_segments(const ReencryptState &state, std::uint64_t boundary,
+std::vector<CryptTable> online_segments(const ReencryptState &state, OnlineLayout layout,
                                         const SecretBuffer &old_key, const SecretBuffer &new_key,
-                                        const std::string &device, const CryptFlags &flags) {
+                                        const std::string &device,
+                                        const std::string &hotzone_device,
+                                        const CryptFlags &flags) {
   const std::uint64_t end = state.data_bytes / kOnlineSectorBytes;
-  const std::uint64_t split = std::min(boundary, state.data_bytes) / kOnlineSectorBytes;
+  const std::uint64_t split = std::min(layout.converted, state.data_bytes) / kOnlineSectorBytes;
+  const std::uint64_t routed_end =
+      std::min(layout.converted + layout.routed, state.data_bytes) / kOnlineSectorBytes;
   std::vector<CryptTable> segments;
   const auto add = [&](std::uint64_t start, std::uint64_t stop, const CryptSide &side,
-                       const SecretBuffer &key) {
+                       const SecretBuffer &key, const std::string &under) {
     if (stop <= start) {
       return;
     }
@@ -222,7 +267,7 @@ std::vector<CryptTable> online_segments(const ReencryptState &state, std::uint64
     // iv_offset (and its offset on the device) at the line's own start gives every sector
     // what the whole-device table gives it, with or without iv_large_sectors.
     line.iv_offset = state.skip + start;
-    line.device = device;
+    line.device = under;
     line.offset = state.offset + start;
     static_cast<CryptFlags &>(line.options) = flags;
     line.options.iv_large_sectors = side.iv_large_sectors;
@@ -231,9 +276,16 @@ std::vector<CryptTable> online_segments(const ReencryptState &state, std::uint64
     }
     segments.push_back(std::move(line));
   };
-  add(0, split, state.new_side, new_key);
-  add(split, end, state.old_side, old_key);
+  add(0, split, state.new_side, new_key, device);
+  add(split, routed_end, state.new_side, new_key, hotzone_device);
+  add(std::max(split, routed_end), end, state.old_side, old_key, device);
   return segments;
+}
+
+std::vector<CryptTable> online_segments(const ReencryptState &state, std::uint64_t boundary,
+                                        const SecretBuffer &old_key, const SecretBuffer &new_key,
+                                        const std::string &device, const CryptFlags &flags) {
+  return online_segments(state, OnlineLayout{boundary, 0}, old_key, new_key, device, device, flags);
 }
 
 std::vector<TargetLine> online_table_lines(const std::vector<CryptTable> &segments,
@@ -250,8 +302,40 @@ std::vector<TargetLine> online_table_lines(const std::vector<CryptTable> &segmen
   return lines;
 }
 
-Result<std::uint64_t> live_boundary(const LiveMapping &live, const ReencryptState &state,
-                                    const SecretBuffer &old_key, const SecretBuffer &new_key) {
+std::string online_hotzone_name(std::string_view run_id) {
+  return reencrypt_mapping_name_prefix(run_id) + kOnlineHotzoneWord;
+}
+
+Result<std::optional<std::string>> online_hotzone_device(Kernel &kernel, std::string_view run_id) {
+  const std::string name = online_hotzone_name(run_id);
+  auto info = kernel.info(name);
+  if (!info) {
+    if (info.error().code == Errc::not_found) {
+      return std::optional<std::string>{};
+    }
+    return info.error();
+  }
+  if (info->uuid != reencrypt_mapping_uuid_prefix(run_id) + kOnlineHotzoneWord) {
+    return make_error(Errc::exists,
+                      fmt::format("a device-mapper device named {} exists and is not this run's "
+                                  "(uuid '{}'): remove or rename it (dmsetup), then resume",
+                                  name, printable(info->uuid)));
+  }
+  return std::optional<std::string>(fmt::format("{}:{}", info->major, info->minor));
+}
+
+std::optional<std::string> live_device(const LiveMapping &live, std::string_view hotzone_device) {
+  for (const CryptTable &line : live.lines) {
+    if (line.device != hotzone_device) {
+      return line.device;
+    }
+  }
+  return std::nullopt;
+}
+
+Result<OnlineLayout> live_layout(const LiveMapping &live, const ReencryptState &state,
+                                 const SecretBuffer &old_key, const SecretBuffer &new_key,
+                                 std::string_view hotzone_device) {
   const std::string &name = live.name;
   const std::uint64_t end = state.data_bytes / kOnlineSectorBytes;
   const auto not_ours = [&](const std::string &why) {
@@ -270,98 +354,464 @@ Result<std::uint64_t> live_boundary(const LiveMapping &live, const ReencryptStat
   if (total != end) {
     return not_ours(fmt::format("{} sectors long, the run's data {}", total, end));
   }
-  if (live.lines.size() == 1) {
-    const CryptTable &line = live.lines.front();
-    if (online_is_segment(line, state, state.new_side, new_key, 0)) {
-      return state.data_bytes;
+  // The lines in order: new on the device, new through the hotzone device, old on the device;
+  // each part at most once, any of them absent.
+  enum Part { converted = 0, routed = 1, rest = 2 };
+  const std::optional<std::string> device = live_device(live, hotzone_device);
+  OnlineLayout layout;
+  int next = converted;
+  for (const CryptTable &line : live.lines) {
+    const bool on_hotzone = !hotzone_device.empty() && line.device == hotzone_device;
+    int part = rest;
+    if (on_hotzone) {
+      part = routed;
+    } else if (online_is_segment(line, state, state.new_side, new_key)) {
+      part = converted;
+    } else if (online_is_segment(line, state, state.old_side, old_key)) {
+      part = rest;
+    } else {
+      return not_ours(
+          fmt::format("its line at sector {} has neither the old parameters and key "
+                      "nor the new",
+                      line.start));
     }
-    if (online_is_segment(line, state, state.old_side, old_key, 0)) {
-      return std::uint64_t{0};
+    if (part == routed && !online_is_segment(line, state, state.new_side, new_key)) {
+      return not_ours(
+          fmt::format("its line at sector {} on the run's hotzone device does not "
+                      "have the new parameters and key",
+                      line.start));
     }
-    return not_ours("its one line has neither the old parameters and key nor the new");
+    if (!on_hotzone && line.device != device) {
+      return not_ours("its lines are on two devices");
+    }
+    if (part < next) {
+      return not_ours(fmt::format("its line at sector {} is out of order", line.start));
+    }
+    next = part + 1;
+    if (part == converted) {
+      layout.converted = (line.start + line.length) * kOnlineSectorBytes;
+    } else if (part == routed) {
+      layout.converted = line.start * kOnlineSectorBytes;
+      layout.routed = line.length * kOnlineSectorBytes;
+    }
   }
-  if (live.lines.size() != 2) {
-    return not_ours(fmt::format("{} lines", live.lines.size()));
+  return layout;
+}
+
+Result<std::uint64_t> live_boundary(const LiveMapping &live, const ReencryptState &state,
+                                    const SecretBuffer &old_key, const SecretBuffer &new_key,
+                                    std::string_view hotzone_device) {
+  auto layout = live_layout(live, state, old_key, new_key, hotzone_device);
+  if (!layout) {
+    return layout.error();
   }
-  const CryptTable &done = live.lines.at(0);
-  const CryptTable &rest = live.lines.at(1);
-  if (done.device != rest.device) {
-    return not_ours("its lines are on two devices");
-  }
-  if (!online_is_segment(done, state, state.new_side, new_key, 0)) {
-    return not_ours("its first line does not have the new parameters and key");
-  }
-  if (!online_is_segment(rest, state, state.old_side, old_key, rest.start)) {
-    return not_ours("its second line does not have the old parameters and key");
-  }
-  return rest.start * kOnlineSectorBytes;
+  return layout->converted;
 }
 
 OnlineSwitch::OnlineSwitch(Kernel &kernel, const LiveMapping &live, const ReencryptState &state,
-                           SecretBuffer old_key, SecretBuffer new_key, std::string target_type)
+                           SecretBuffer old_key, SecretBuffer new_key, std::string target_type,
+                           std::string hotzone_device)
     : kernel_(&kernel),
       name_(live.name),
       state_(state),
       old_key_(std::move(old_key)),
       new_key_(std::move(new_key)),
-      device_(live.lines.empty() ? state.device : live.lines.front().device),
+      device_(live_device(live, hotzone_device).value_or(online_device_word(state.device))),
       flags_(live.lines.empty() ? CryptFlags{}
                                 : static_cast<const CryptFlags &>(live.lines.front().options)),
       read_only_(live.info.read_only),
       target_type_(std::move(target_type)),
-      suspended_(live.info.suspended) {}
+      name_suspended_(live.info.suspended),
+      expected_(live.lines),
+      hz_name_(online_hotzone_name(state.run_id)),
+      hz_device_(std::move(hotzone_device)) {}
 
-Result<void> OnlineSwitch::suspend() {
-  if (suspended_) {
-    return Ok{};
+void OnlineSwitch::set_layout(OnlineLayout layout) {
+  layout_ = layout;
+  boundary_ = layout.converted;
+}
+
+std::vector<CryptTable> OnlineSwitch::segments(OnlineLayout layout) const {
+  return online_segments(state_, layout, old_key_, new_key_, device_, hz_device_, flags_);
+}
+
+// Loads `segments` into NAME's inactive slot.
+Result<void> OnlineSwitch::load_name(const std::vector<CryptTable> &segments) {
+  return kernel_->reload(name_, online_table_lines(segments, target_type_), read_only_);
+}
+
+// NAME's table becomes the one of `layout`: loaded, NAME suspended for the swap alone (no
+// freeze: I/O in flight completes, new I/O waits the moment of the swap), resumed.
+Result<void> OnlineSwitch::swap_name(OnlineLayout layout) {
+  const auto wanted = segments(layout);
+  if (auto r = load_name(wanted); !r) {
+    return r;
   }
-  if (auto r = kernel_->suspend(name_, true); !r) {
-    return Error{r.error().code,
-                 fmt::format("cannot suspend {} (its filesystem frozen) for the next hotzone: {}",
-                             name_, r.error().message),
-                 r.error().os_errno};
+  if (!name_suspended_) {
+    if (auto r = kernel_->suspend(name_, SuspendMode::queue); !r) {
+      static_cast<void>(load_name(expected_));  // a resume by anyone keeps the live table
+      return Error{r.error().code,
+                   fmt::format("cannot suspend {} to swap its table: {}", name_, r.error().message),
+                   r.error().os_errno};
+    }
+    name_suspended_ = true;
   }
-  suspended_ = true;
+  if (auto r = kernel_->resume(name_); !r) {
+    return r;
+  }
+  name_suspended_ = false;
+  expected_ = wanted;
+  layout_ = layout;
   return Ok{};
 }
 
-Result<void> OnlineSwitch::switch_to(std::uint64_t boundary) {
-  const auto lines = online_table_lines(
-      online_segments(state_, boundary, old_key_, new_key_, device_, flags_), target_type_);
-  if (auto r = kernel_->reload(name_, lines, read_only_); !r) {
-    return r.error();
+Result<void> OnlineSwitch::adopt() {
+  if (hz_known_ || hz_device_.empty()) {
+    return Ok{};
+  }
+  auto info = kernel_->info(hz_name_);
+  if (!info) {
+    return info.error();
+  }
+  hz_suspended_ = info->suspended;
+  // Any table but the linear one (an error table a failed run loaded) is replaced by it
+  // before the device resumes.
+  const auto table = kernel_->table(hz_name_);
+  hz_error_ = !table || table->size() != 1 || table->front().type != "linear" ||
+              table->front().params.view() != online_linear_params(device_).view();
+  hz_known_ = true;
+  // A hotzone NAME routes to a held or failing device is not known to be converted.
+  pending_ = layout_.routed > 0 && (hz_suspended_ || hz_error_);
+  return Ok{};
+}
+
+// The hotzone device, made (linear over the whole device, private) or found.
+Result<void> OnlineSwitch::hotzone_device() {
+  if (hz_known_) {
+    return Ok{};
+  }
+  if (hz_device_.empty()) {
+    auto found = online_hotzone_device(*kernel_, state_.run_id);
+    if (!found) {
+      return found.error();
+    }
+    hz_device_ = found->value_or(std::string{});
+  }
+  if (!hz_device_.empty()) {
+    return adopt();
+  }
+  CreateRequest request;
+  request.name = hz_name_;
+  request.uuid = reencrypt_mapping_uuid_prefix(state_.run_id) + kOnlineHotzoneWord;
+  request.target_type = "linear";
+  request.length = state_.offset + state_.data_bytes / kOnlineSectorBytes;
+  request.params = online_linear_params(device_);
+  request.read_only = read_only_;
+  request.private_device = true;
+  auto made = kernel_->create(request);
+  if (!made) {
+    return made.error();
+  }
+  hz_device_ = fmt::format("{}:{}", made->major, made->minor);
+  hz_known_ = true;
+  hz_suspended_ = false;
+  hz_error_ = false;
+  return Ok{};
+}
+
+// The hotzone device suspended, its linear table waiting in the inactive slot when the live
+// one is not (a resume after an error).
+Result<void> OnlineSwitch::hold_hotzone() {
+  if (!hz_suspended_) {
+    if (auto r = kernel_->suspend(hz_name_, SuspendMode::queue); !r) {
+      return r;
+    }
+    hz_suspended_ = true;
+  }
+  if (hz_error_ && !hz_inactive_linear_) {
+    TargetLine line;
+    line.start = 0;
+    line.length = state_.offset + state_.data_bytes / kOnlineSectorBytes;
+    line.type = "linear";
+    line.params = online_linear_params(device_);
+    if (auto r = kernel_->reload(hz_name_, {line}, read_only_); !r) {
+      return r;
+    }
+    hz_inactive_linear_ = true;
+  }
+  return Ok{};
+}
+
+Result<void> OnlineSwitch::release_hotzone() {
+  if (auto r = kernel_->resume(hz_name_); !r) {
+    return r;
+  }
+  hz_suspended_ = false;
+  if (hz_inactive_linear_) {
+    hz_error_ = false;
+    hz_inactive_linear_ = false;
+  }
+  pending_ = false;
+  return Ok{};
+}
+
+Error OnlineSwitch::foreign(const std::string &what) {
+  const std::uint64_t position = boundary_.value_or(0);
+  std::string done;
+  if (hz_suspended_) {
+    done = fmt::format("{} was left as it is (the run's hotzone device is held)", name_);
+  } else {
+    const auto info = kernel_->info(name_);
+    name_suspended_ = name_suspended_ || (info && info->suspended);
+    auto put = swap_name(OnlineLayout{position, 0});
+    done = put ? fmt::format(
+                     "{} was given back the table of position {} (the new parameters "
+                     "before it, the old after it)",
+                     name_, position)
+               : fmt::format("{} could not be given back the table of position {} ({})", name_,
+                             position, put.error().message);
+  }
+  return make_error(Errc::refused,
+                    fmt::format("the table of {} was changed by another process ({}: dmsetup "
+                                "reload, cryptsetup refresh or resize?) while it was being "
+                                "reencrypted; {}; the run stopped: find what changed it",
+                                name_, what, done));
+}
+
+// NAME's table as the kernel has it now, against the one the switch loaded last.
+Result<void> OnlineSwitch::check_table() {
+  auto lines = kernel_->table(name_);
+  if (!lines) {
+    return lines.error();
+  }
+  std::vector<CryptTable> live;
+  for (const TargetLine &line : *lines) {
+    if (line.type != target_type_) {
+      return foreign(fmt::format("a {} line at sector {}", printable(line.type), line.start));
+    }
+    auto parsed = parse_table_params(line.params.view(), line.start, line.length);
+    if (!parsed) {
+      return foreign(fmt::format("a line that does not parse at sector {}", line.start));
+    }
+    live.push_back(std::move(parsed).value());
+  }
+  if (!online_same_table(live, expected_)) {
+    return foreign(
+        fmt::format("{} lines, not the {} the run loaded", live.size(), expected_.size()));
+  }
+  return Ok{};
+}
+
+Result<void> OnlineSwitch::route(std::uint64_t position, std::uint64_t length) {
+  if (auto r = check_table(); !r) {
+    return r;
+  }
+  const std::uint64_t routed_end = layout_.converted + layout_.routed;
+  if (pending_ && position >= routed_end) {
+    // The journal has the routed hotzone converted (a kill came before its device resumed).
+    if (auto r = release_hotzone(); !r) {
+      return r;
+    }
+    boundary_ = routed_end;
+  }
+  if (auto r = hotzone_device(); !r) {
+    return r;
+  }
+  const OnlineLayout wanted{position, length};
+  if (layout_ == wanted && !name_suspended_) {
+    // NAME routes it already (a resume after a kill or an error): hold its device.
+    if (auto r = hold_hotzone(); !r) {
+      return r;
+    }
+    pending_ = true;
+    return Ok{};
+  }
+  if (pending_ || position < layout_.converted) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("the hotzone at byte {} is not the one {}'s table routes "
+                                  "(bytes {} to {}): nothing of it was touched",
+                                  position, name_, layout_.converted, routed_end));
+  }
+  // Top to bottom: NAME suspended first (its I/O through the hotzone device, the last hotzone's,
+  // completes), then the hotzone device, then NAME resumed with the hotzone routed to it.
+  const auto table = segments(wanted);
+  if (auto r = load_name(table); !r) {
+    return r;
+  }
+  if (!name_suspended_) {
+    if (auto r = kernel_->suspend(name_, SuspendMode::queue); !r) {
+      static_cast<void>(load_name(expected_));
+      return Error{r.error().code,
+                   fmt::format("cannot suspend {} to swap its table: {}", name_, r.error().message),
+                   r.error().os_errno};
+    }
+    name_suspended_ = true;
+  }
+  // On an error: back as it was, NAME resumed with its live table (which does not route the
+  // new hotzone), then the hotzone device (it held nothing of the new hotzone). What cannot be
+  // undone is left to the caller's fail_safe.
+  const auto undo = [this](const Error &error) -> Result<void> {
+    static_cast<void>(load_name(expected_));
+    if (kernel_->resume(name_)) {
+      name_suspended_ = false;
+      if (hz_suspended_ && !hz_inactive_linear_ && kernel_->resume(hz_name_)) {
+        hz_suspended_ = false;
+      }
+    }
+    return error;
+  };
+  if (auto r = hold_hotzone(); !r) {
+    return undo(r.error());
   }
   if (auto r = kernel_->resume(name_); !r) {
-    return r.error();
+    return undo(r.error());
   }
-  suspended_ = false;
-  boundary_ = boundary;
+  name_suspended_ = false;
+  pending_ = true;
+  expected_ = table;
+  layout_ = wanted;
   return Ok{};
+}
+
+Result<void> OnlineSwitch::complete(std::uint64_t position) {
+  if (pending_) {
+    if (position != layout_.converted + layout_.routed) {
+      return make_error(Errc::invalid_argument,
+                        fmt::format("the hotzone completed ends at byte {}, the one {}'s table "
+                                    "routes at byte {}",
+                                    position, name_, layout_.converted + layout_.routed));
+    }
+    if (auto r = release_hotzone(); !r) {
+      return r;
+    }
+  }
+  boundary_ = position;
+  return check_table();
+}
+
+Result<void> OnlineSwitch::finish(std::uint64_t position) {
+  if (pending_) {
+    if (position < layout_.converted + layout_.routed) {
+      return make_error(Errc::invalid_argument,
+                        fmt::format("the hotzone {} routes (bytes {} to {}) is not converted",
+                                    name_, layout_.converted, layout_.converted + layout_.routed));
+    }
+    if (auto r = release_hotzone(); !r) {
+      return r;
+    }
+  }
+  boundary_ = position;
+  const OnlineLayout wanted{position, 0};
+  bool same = false;
+  if (!name_suspended_ && layout_ == wanted) {
+    auto lines = kernel_->table(name_);
+    std::vector<CryptTable> live;
+    for (const TargetLine &line : lines ? *lines : std::vector<TargetLine>{}) {
+      auto parsed = parse_table_params(line.params.view(), line.start, line.length);
+      if (parsed) {
+        live.push_back(std::move(parsed).value());
+      }
+    }
+    same = lines && online_same_table(live, segments(wanted));
+  }
+  if (!same) {
+    if (auto r = swap_name(wanted); !r) {
+      return r;
+    }
+  }
+  if (!hz_device_.empty() && !hz_suspended_) {
+    if (auto r = remove_reencrypt_mapping(*kernel_, hz_name_);
+        !r && r.error().code != Errc::not_found) {
+      return r;
+    }
+    hz_device_.clear();
+    hz_known_ = false;
+    hz_error_ = false;
+    hz_inactive_linear_ = false;
+  }
+  return Ok{};
+}
+
+Result<std::string> OnlineSwitch::fail_safe() {
+  std::string said;
+  if (hz_suspended_) {
+    TargetLine line;
+    line.start = 0;
+    line.length = state_.offset + state_.data_bytes / kOnlineSectorBytes;
+    line.type = "error";
+    if (auto r = kernel_->reload(hz_name_, {line}, read_only_); !r) {
+      return Error{r.error().code,
+                   fmt::format("the run's hotzone device {} could not be given an error table "
+                               "({}): it stays suspended and the users of {}'s bytes {} to {} "
+                               "wait; do not resume it by hand (it would let them reach "
+                               "unconverted bytes)",
+                               hz_name_, r.error().message, name_, layout_.converted,
+                               layout_.converted + layout_.routed),
+                   r.error().os_errno};
+    }
+    if (auto r = kernel_->resume(hz_name_); !r) {
+      return Error{r.error().code,
+                   fmt::format("the run's hotzone device {} has an error table but could not be "
+                               "resumed ({}): resume it with dmsetup resume {} (its I/O then "
+                               "fails with EIO)",
+                               hz_name_, r.error().message, hz_name_),
+                   r.error().os_errno};
+    }
+    hz_suspended_ = false;
+    hz_error_ = true;
+    hz_inactive_linear_ = false;
+    pending_ = false;
+    said = fmt::format(
+        "{}'s bytes {} to {} (the hotzone) fail with EIO until the run is "
+        "finished or aborted, the rest of {} reads and writes as before",
+        name_, layout_.converted, layout_.converted + layout_.routed, name_);
+  }
+  if (name_suspended_) {
+    if (auto r = load_name(expected_); !r) {
+      return r.error();
+    }
+    if (auto r = kernel_->resume(name_); !r) {
+      return Error{r.error().code,
+                   fmt::format("{} could not be resumed ({})", name_, r.error().message),
+                   r.error().os_errno};
+    }
+    name_suspended_ = false;
+    said += said.empty() ? fmt::format("{} was resumed", name_) : "";
+  }
+  return said;
 }
 
 EngineHooks OnlineSwitch::hooks(EngineHooks base) {
-  base.before_hotzone = [this](std::uint64_t /*position*/, std::uint64_t /*length*/) {
-    return suspend();
+  base.before_hotzone = [this](std::uint64_t position, std::uint64_t length) {
+    return route(position, length);
   };
-  base.after_completed = [this](std::uint64_t position) { return switch_to(position); };
+  base.after_completed = [this](std::uint64_t position) { return complete(position); };
+  base.users_live = true;
   return base;
 }
 
 Result<std::uint64_t> settle_online(OnlineSwitch &live_switch, const ReencryptState &state,
                                     ReencryptIo &io, JournalStore &journal) {
-  EngineHooks hooks = live_switch.hooks({});
-  hooks.stop = [] { return true; };  // only the hotzone in flight, if there is one
-  auto report = run_engine(state, io, journal, hooks);
-  if (!report) {
-    return report.error();
+  if (auto r = live_switch.adopt(); !r) {
+    return r.error();
   }
-  const std::uint64_t position = report->progress.done_bytes;
-  if (live_switch.suspended() || live_switch.boundary() != position) {
-    if (auto r = live_switch.switch_to(position); !r) {
-      return r.error();
+  EngineHooks hooks = live_switch.hooks({});
+  // Only the hotzone in flight, or the one NAME routes through the held hotzone device.
+  hooks.stop = [&live_switch] { return !live_switch.hotzone_pending(); };
+  auto report = run_engine(state, io, journal, hooks);
+  Result<void> finished = Ok{};
+  if (report) {
+    finished = live_switch.finish(report->progress.done_bytes);
+    if (finished) {
+      return report->progress.done_bytes;
     }
   }
-  return position;
+  const Error error = report ? finished.error() : report.error();
+  auto safe = live_switch.fail_safe();
+  return Error{error.code,
+               safe ? (safe->empty() ? error.message : fmt::format("{}; {}", error.message, *safe))
+                    : fmt::format("{}; and {}", error.message, safe.error().message),
+               error.os_errno};
 }
 
 }  // namespace lbscrypt

@@ -35,58 +35,26 @@ constexpr std::size_t kRegistryRunIdChars = 32;
 constexpr mode_t kRegistryDirMode = 0755;
 constexpr mode_t kRegistryFileMode = 0644;
 
-// The text of a sysfs attribute, trimmed; nullopt when it is absent or blank.
-std::optional<std::string> registry_attribute(const std::filesystem::path &file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    return std::nullopt;
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string value = text.str();
-  const auto first = value.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) {
-    return std::nullopt;
-  }
-  const auto last = value.find_last_not_of(" \t\r\n");
-  return value.substr(first, last - first + 1);
-}
-
-// Printable ASCII is kept, the backslash and every other byte written as \xNN: an id is
-// ASCII, and two different texts never give the same id.
-std::string registry_ascii(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f && c != '\\') {
-      out += c;
-    } else {
-      out += fmt::format("\\x{:02x}", byte);
-    }
-  }
-  return out;
-}
-
 std::optional<std::string> registry_id_of(const std::filesystem::path &dir) {
   if (std::error_code ec; std::filesystem::exists(dir / "dm", ec)) {
-    if (const auto uuid = registry_attribute(dir / "dm" / "uuid")) {
-      return "dm-uuid-" + registry_ascii(*uuid);
+    if (const auto uuid = read_sysfs_text(dir / "dm" / "uuid")) {
+      return "dm-uuid-" + ascii_id_text(*uuid);
     }
-    if (const auto name = registry_attribute(dir / "dm" / "name")) {
-      return "dm-name-" + registry_ascii(*name);
+    if (const auto name = read_sysfs_text(dir / "dm" / "name")) {
+      return "dm-name-" + ascii_id_text(*name);
     }
     return std::nullopt;
   }
-  if (const auto number = registry_attribute(dir / "partition")) {
+  if (const auto number = read_sysfs_text(dir / "partition")) {
     const auto disk = registry_id_of(dir.parent_path());
     if (!disk) {
       return std::nullopt;
     }
-    return *disk + "-part" + registry_ascii(*number);
+    return *disk + "-part" + ascii_id_text(*number);
   }
   for (const auto &file : {dir / "wwid", dir / "device" / "wwid"}) {
-    if (const auto wwid = registry_attribute(file)) {
-      return "wwid-" + registry_ascii(*wwid);
+    if (const auto wwid = read_sysfs_text(file)) {
+      return "wwid-" + ascii_id_text(*wwid);
     }
   }
   return std::nullopt;
@@ -282,6 +250,38 @@ std::optional<RegistryEntry> registry_best(const std::vector<RegistryEntry> &ent
 }
 
 }  // namespace
+
+// The text of a sysfs attribute, trimmed; nullopt when it is absent or blank.
+std::optional<std::string> read_sysfs_text(const std::filesystem::path &file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    return std::nullopt;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string value = text.str();
+  const auto first = value.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) {
+    return std::nullopt;
+  }
+  const auto last = value.find_last_not_of(" \t\r\n");
+  return value.substr(first, last - first + 1);
+}
+
+// Printable ASCII is kept, the backslash and every other byte written as \xNN: an id is
+// ASCII, and two different texts never give the same id.
+std::string ascii_id_text(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f && c != '\\') {
+      out += c;
+    } else {
+      out += fmt::format("\\x{:02x}", byte);
+    }
+  }
+  return out;
+}
 
 std::optional<std::string> stable_device_id(const std::filesystem::path &sysfs, DevNumber device) {
   std::error_code ec;

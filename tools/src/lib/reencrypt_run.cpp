@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -11,7 +12,10 @@
 #include <utility>
 
 #include "lbscrypt/crypttab.hpp"
+#include "lbscrypt/reencrypt_identity.hpp"
+#include "lbscrypt/reencrypt_leftovers.hpp"
 #include "lbscrypt/reencrypt_online.hpp"
+#include "lbscrypt/reencrypt_online_checks.hpp"
 #include "lbscrypt/reencrypt_plan.hpp"
 #include "lbscrypt/reencrypt_registry.hpp"
 #include "lbscrypt/reencrypt_tab.hpp"
@@ -129,6 +133,25 @@ RunDevice run_device(const std::string &device, const std::filesystem::path &sys
   return RunDevice{std::move(identity), std::move(key)};
 }
 
+// What the device is made of (reencrypt_identity.hpp), recorded in the state. A device sysfs
+// cannot describe (a loop device over a deleted file) could not be found again: refused.
+// nullopt only for a path that stat does not see as a block device (the unit tests' stand-in).
+Result<std::optional<DeviceFingerprint>> run_identity(const std::string &device,
+                                                      const RunDevice &where,
+                                                      const std::filesystem::path &sysfs) {
+  if (!where.identity.number) {
+    return std::optional<DeviceFingerprint>{};
+  }
+  auto identity = read_device_fingerprint(sysfs, *where.identity.number);
+  if (!identity) {
+    return make_error(Errc::refused,
+                      fmt::format("{}: {}: --resume could not tell it from another device; give "
+                                  "a device sysfs describes",
+                                  device, identity.error().message));
+  }
+  return std::optional<DeviceFingerprint>(std::move(identity).value());
+}
+
 // The facts every refusal before the keys looks at; the probe comes later.
 Result<PlanFacts> run_facts(const ReencryptRequest &request, const std::string &device,
                             const MappingRequest &old_request, const CryptSide &new_side,
@@ -237,6 +260,22 @@ RegistryEntry run_entry(const ReencryptRequest &request, const ReencryptState &s
   return entry;
 }
 
+// The run's entries filed under another key than the device's now (a loop device's file
+// attached again under another number: its "devt-" key moved), removed. Only ever a leftover
+// beside the run's entry, so a registry that cannot be listed (which every open refuses until
+// it is put right) is left as it is.
+void run_remove_moved_entries(const ReencryptRequest &request, const ReencryptState &state) {
+  const auto entries = list_entries(request.registry_dir);
+  if (!entries) {
+    return;
+  }
+  for (const RegistryEntry &filed : *entries) {
+    if (filed.run_id == state.run_id && filed.device_id != state.device_id) {
+      static_cast<void>(remove_entry(request.registry_dir, filed));
+    }
+  }
+}
+
 // The final switch, the data all converted: the lbscrypttab line (--update-tab) first, then the
 // registry entry and the state. A cut anywhere in it leaves the state, and a --resume does
 // what is left (each step sees whether it was done).
@@ -259,6 +298,7 @@ Result<void> run_final_switch(const ReencryptRequest &request, const ReencryptSt
   if (auto r = remove_entry(request.registry_dir, run_entry(request, state)); !r) {
     return r;
   }
+  run_remove_moved_entries(request, state);
   return remove_state(request.state);
 }
 
@@ -279,13 +319,10 @@ Result<void> finish_run(DeviceReencryptIo &io, const ReencryptRequest &request,
 // the old key's already). nullopt: the run is not that far.
 Result<std::optional<ReencryptOutcome>> run_finish_only(const ReencryptRequest &request,
                                                         const ReencryptState &state) {
-  auto lock = StateLock::acquire(request.state);
-  if (!lock) {
-    return lock.error();
-  }
   {
-    auto journal =
-        open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes, false);
+    // No key: the slots are read without their MACs (nothing is written to the device).
+    auto journal = open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes,
+                                false, std::nullopt);
     if (!journal) {
       return journal.error();
     }
@@ -336,7 +373,10 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
                                               "finish that one first",
                                               state.device, (*listed)->state));
   }
-  if (!*listed) {  // a new run, or one whose entry is gone: the boot path must see it
+  // A new run, one whose entry is gone, or one whose device moved (its file attached under
+  // another loop number): the boot path must see the device as it is now, then the entry
+  // under the old key goes.
+  if (!*listed || (*listed)->device_id != entry.device_id) {
     if (auto r = add_entry(request.registry_dir, entry); !r) {
       if (create) {
         static_cast<void>(remove_state(request.state));
@@ -344,6 +384,7 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
       return r.error();
     }
   }
+  run_remove_moved_entries(request, state);
   if (create && steps.started) {
     steps.started(state);
   }
@@ -352,28 +393,49 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
   if (!report) {
     std::string message = report.error().message;
     if (live_switch != nullptr) {
-      // The mapping may be suspended mid-hotzone: its users hang until it is put right.
+      // A hotzone may be held mid-way: its users wait until it is converted, or fail.
       auto settled = settle_online(*live_switch, state, io, journal);
-      message += settled ? fmt::format("; {} was resumed with the table of position {}",
-                                       live_switch->name(), *settled)
-                         : fmt::format("; and {} could not be put right ({}): {}",
-                                       live_switch->name(), settled.error().message,
-                                       run_abort_hint(request, live_switch->name()));
+      message +=
+          settled ? fmt::format("; {} has the table of position {}", live_switch->name(), *settled)
+                  : fmt::format("; and {} could not be put right: {}", live_switch->name(),
+                                settled.error().message);
+      static_cast<void>(io.close());
+      return Error{report.error().code,
+                   fmt::format("{}; to finish: lbscrypt reencrypt --resume --active-name {} "
+                               "--state {} with both keys (or {})",
+                               message, live_switch->name(), request.state.string(),
+                               run_abort_hint(request, live_switch->name())),
+                   report.error().os_errno};
     }
     static_cast<void>(io.close());
-    return Error{report.error().code,
-                 fmt::format("{}; the run can go on: {}", message, run_resume_hint(request.state)),
-                 report.error().os_errno};
+    // Errc::invalid_argument: the journal and the device disagree (a damaged journal, one older
+    // than the device), which a --resume as it is cannot mend: its message says what to do.
+    if (report.error().code != Errc::invalid_argument) {
+      message = fmt::format("{}; the run can go on: {}", message, run_resume_hint(request.state));
+    }
+    return Error{report.error().code, message, report.error().os_errno};
   }
   outcome.report = *report;
-  if (live_switch != nullptr && report->outcome == EngineOutcome::finished) {
-    // Finished before (a resume after the last hotzone): the mapping gets the new table.
-    if (live_switch->suspended() || live_switch->boundary() != state.data_bytes) {
-      if (auto r = live_switch->switch_to(state.data_bytes); !r) {
-        return r.error();
-      }
+  if (!report->buffer_locked) {
+    outcome.warnings.push_back(
+        fmt::format("the hotzone's buffer ({} bytes) could not be locked in memory (mlock, "
+                    "RLIMIT_MEMLOCK): its plaintext may have reached swap; run as root, or "
+                    "raise the limit (ulimit -l) or give a smaller --hotzone-size",
+                    state.hotzone_bytes));
+  }
+  if (live_switch != nullptr) {
+    // NAME gets the table of where the run is, nothing routed, and the hotzone device goes.
+    if (auto r = live_switch->finish(report->progress.done_bytes); !r) {
+      auto safe = live_switch->fail_safe();
+      return Error{r.error().code,
+                   fmt::format("{}{}; {}", r.error().message,
+                               safe && !safe->empty() ? "; " + *safe : std::string{},
+                               run_resume_hint(request.state)),
+                   r.error().os_errno};
     }
-    outcome.active_name = live_switch->name();
+    if (report->outcome == EngineOutcome::finished) {
+      outcome.active_name = live_switch->name();
+    }
   }
   if (auto r = finish_run(io, request, state, outcome); !r) {
     return r.error();
@@ -383,14 +445,20 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
 
 // The run itself: the private mappings, for a new run the probe's refusals and the state,
 // then the lock, the journal and the registry entry, and the engine.
-Result<ReencryptOutcome> run_with(const ReencryptRequest &request, const ReencryptState &state,
+// A resume comes with the state locked (its leftovers were removed under the lock); a new
+// run locks its state once it is written.
+Result<ReencryptOutcome> run_with(const ReencryptRequest &request, ReencryptState state,
                                   const SecretBuffer &old_key, const SecretBuffer &new_key,
                                   PlanFacts *facts, const ReencryptSteps &steps,
-                                  std::vector<std::string> warnings, const RunOnline &online) {
+                                  std::vector<std::string> warnings, const RunOnline &online,
+                                  std::optional<StateLock> lock = std::nullopt) {
   const bool create = facts != nullptr;
+  auto auth = RunAuth::derive(old_key, new_key, state.run_id);
+  if (!auth) {
+    return auth.error();
+  }
   // A second run of the same state waits for nothing: it is refused before it makes mappings.
-  std::optional<StateLock> lock;
-  if (!create) {
+  if (!create && !lock) {
     auto locked = StateLock::acquire(request.state);
     if (!locked) {
       return locked.error();
@@ -422,11 +490,29 @@ Result<ReencryptOutcome> run_with(const ReencryptRequest &request, const Reencry
   // without a state (nothing written to the device yet: a leftover), never a state whose
   // journal is missing or half made, which --resume could not go on from.
   auto journal =
-      open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes, create);
+      open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes, create, *auth);
   if (!journal) {
     return journal.error();
   }
   if (create) {
+    // What the device holds where the run starts (online, the users write there until the
+    // first hotzone, and the device is not read under them: not recorded), then the MAC over
+    // every field.
+    state.started_online = online.live != nullptr;
+    state.first_unit_mac.assign(kRunMacBytes, 0);
+    if (!state.started_online) {
+      auto first = first_unit_mac(state, **io, **journal);
+      if (!first) {
+        static_cast<void>(remove_state(request.state));  // the journal made just now
+        return first.error();
+      }
+      state.first_unit_mac.assign(first->begin(), first->end());
+    }
+    if (auto r = seal_state(state, *auth); !r) {
+      static_cast<void>(remove_state(request.state));
+      return r.error();
+    }
+    outcome.state = state;
     if (auto r = write_state(request.state, state); !r) {
       static_cast<void>(remove_state(request.state));  // the journal made just now
       return r.error();
@@ -536,6 +622,16 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   if (auto r = run_tables(old_mapping, request.new_side, env); !r) {
     return r.error();
   }
+  std::vector<std::string> warnings;
+  if (live) {
+    // What the run needs while NAME is suspended, off NAME; then the memory locked.
+    auto prepared = prepare_online_run(request, live->name, {live->info.major, live->info.minor},
+                                       request.new_side.sector_size, steps.lock_memory);
+    if (!prepared) {
+      return prepared.error();
+    }
+    warnings = std::move(prepared).value();
+  }
   ReencryptState state;
   state.device = where.identity.canonical;
   state.device_id = where.key;
@@ -546,11 +642,22 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   state.new_side = request.new_side;
   const std::uint64_t align = hotzone_alignment(state.old_side, state.new_side, 0);
   state.hotzone_bytes = std::max(align, request.hotzone_bytes / align * align);
-  std::vector<std::string> warnings;
+  auto identity = run_identity(device, where, request.sysfs);
+  if (!identity) {
+    return identity.error();
+  }
+  state.device_identity = *identity;
   if (!registry_key_survives_reboot(where.key)) {
     warnings.push_back(
-        fmt::format("{} has no id that survives a reboot: if its name changes "
-                    "before the run ends, open and attach no longer see the run",
+        fmt::format("{} has no id that survives a reboot: open and attach know the run by the "
+                    "device's path and number only, so open it under no other name until the run "
+                    "ends (--resume finds it by what it is made of)",
+                    device));
+  }
+  if (*identity && !fingerprint_distinguishes(**identity)) {
+    warnings.push_back(
+        fmt::format("{} has no serial, loop file or device-mapper uuid: --resume "
+                    "knows it by its size, path and number only",
                     device));
   }
   auto old_key = run_key(steps.old_key, state.old_side.key_bytes, "old");
@@ -590,17 +697,50 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
   return run_with(request, state, *old_key, *new_key, &*facts, steps, std::move(warnings), online);
 }
 
-// A resume after a reboot: the path the run recorded may name another device now, or none
-// (sdb became sdc, an LVM volume another dm-N). When the run's key is a stable id and the path
-// no longer has it, the device that has it now is the run's (the state file keeps the path
-// it recorded: every resume looks again).
-void locate_run_device(ReencryptState &state, const std::filesystem::path &sysfs) {
-  if (run_device(state.device, sysfs).key == state.device_id) {
-    return;
+// A resume: the path the run recorded may name another device now, or none (sdb became sdc,
+// an LVM volume another dm-N, the run's file attached under another loop number), or another
+// device may have taken it (a loop device attached to another file). The device whose
+// identity is the run's is used (bind_run_device), and a device that does not match is
+// refused before anything is written; a "devt-" key follows the device (the registry entry
+// is filed again under it). The state file keeps what it recorded: every resume looks again.
+// A state with no identity is one whose device was no block device (the unit tests' stand-in):
+// it resumes only on such a path, never on a block device.
+Result<void> locate_run_device(ReencryptState &state, const std::filesystem::path &sysfs) {
+  if (!state.device_identity) {
+    std::error_code error;
+    if (std::filesystem::is_block_file(state.device, error)) {
+      return make_error(Errc::refused,
+                        fmt::format("{}: the state file records no identity of the run's device, "
+                                    "and a block device is there now: nothing was written; this "
+                                    "state cannot resume on it",
+                                    state.device));
+    }
+    return {};
   }
-  if (auto moved = find_device_by_stable_id(sysfs, state.device_id)) {
-    state.device = std::move(moved).value();
+  const RunDevice at = run_device(state.device, sysfs);
+  auto bound = bind_run_device(sysfs, state.device, at.identity.number, *state.device_identity);
+  if (!bound) {
+    return bound.error();
   }
+  state.device = std::move(bound).value();
+  if (!registry_key_survives_reboot(state.device_id)) {
+    state.device_id = run_device(state.device, sysfs).key;
+  }
+  return {};
+}
+
+// The private mappings a killed run left (reencrypt_leftovers.hpp), removed: the state is
+// locked. A mapping of the run that is open refuses the resume.
+Result<void> run_remove_leftovers(const ReencryptRequest &request, const ReencryptState &state,
+                                  const Environment &env, std::string_view keep = {}) {
+  if (env.kernel == nullptr) {
+    return {};
+  }
+  auto removed = remove_run_leftovers(*env.kernel, request.sysfs, state.run_id, keep);
+  if (!removed) {
+    return removed.error();
+  }
+  return {};
 }
 
 // What every resume checks before anything else, offline or online: the device is still the
@@ -645,9 +785,13 @@ Result<ResumeChecked> resume_checked(const ReencryptRequest &request, const Reen
 struct RunKeys {
   SecretBuffer old_key;
   SecretBuffer new_key;
+  RunAuth auth;
 };
 
-Result<RunKeys> resume_keys(const ReencryptState &state, const ReencryptSteps &steps) {
+// `recorded` is the state as read (before the device was looked for): its MAC is checked
+// once both keys are proven.
+Result<RunKeys> resume_keys(const ReencryptState &state, const ReencryptState &recorded,
+                            const ReencryptRequest &request, const ReencryptSteps &steps) {
   auto old_key = run_key(steps.old_key, state.old_side.key_bytes, "old");
   if (!old_key) {
     return old_key.error();
@@ -662,16 +806,64 @@ Result<RunKeys> resume_keys(const ReencryptState &state, const ReencryptSteps &s
   if (auto r = check_verifier(state.new_verifier, *new_key, "new"); !r) {
     return r.error();
   }
-  return RunKeys{std::move(*old_key), std::move(*new_key)};
+  auto auth = RunAuth::derive(*old_key, *new_key, recorded.run_id);
+  if (!auth) {
+    return auth.error();
+  }
+  if (auto r = check_state_seal(recorded, *auth, request.state); !r) {
+    return r.error();
+  }
+  return RunKeys{std::move(*old_key), std::move(*new_key), std::move(auth).value()};
+}
+
+// A resume's state file. A stop that came while a finished run removed its state leaves
+// STATE.ended (and perhaps the journal) and no STATE: that removal is finished here, under the
+// lock of STATE.ended (a run still removing it holds that lock), and the resume ends in one line
+// saying so; nothing touches the device.
+Result<ReencryptState> read_resume_state(const ReencryptRequest &request) {
+  auto state = read_state(request.state);
+  if (state || state.error().code != Errc::not_found) {
+    return state;
+  }
+  std::error_code error;
+  if (!std::filesystem::exists(ended_state_path(request.state), error)) {
+    return state;
+  }
+  auto lock = StateLock::acquire(ended_state_path(request.state));
+  if (!lock) {
+    return lock.error();
+  }
+  auto finished = finish_ended_state(request.state);
+  if (!finished) {
+    return finished.error();
+  }
+  return make_error(Errc::not_found,
+                    fmt::format("{}: the run had ended, and was stopped while it removed its state "
+                                "file; its leftover files are removed now: nothing to resume",
+                                printable(request.state.string())),
+                    ENOENT);
 }
 
 Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Environment &env,
                                     const ReencryptSteps &steps) {
-  auto state = read_state(request.state);
+  auto state = read_resume_state(request);
   if (!state) {
     return state.error();
   }
-  locate_run_device(*state, request.sysfs);
+  // The MAC is checked over the state as read, before the device was looked for.
+  const ReencryptState recorded = *state;
+  if (auto r = locate_run_device(*state, request.sysfs); !r) {
+    return r.error();
+  }
+  // A second run of the same state waits for nothing: it is refused before it touches a
+  // mapping. Under the lock, what a killed run left goes first: its mappings hold the device.
+  auto locked = StateLock::acquire(request.state);
+  if (!locked) {
+    return locked.error();
+  }
+  if (auto r = run_remove_leftovers(request, *state, env); !r) {
+    return r.error();
+  }
   auto checked = resume_checked(request, *state, env);
   if (!checked) {
     return checked.error();
@@ -693,11 +885,37 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
       return std::move(**done);
     }
   }
-  auto keys = resume_keys(*state, steps);
+  auto keys = resume_keys(*state, recorded, request, steps);
   if (!keys) {
     return keys.error();
   }
-  return run_with(request, *state, keys->old_key, keys->new_key, nullptr, steps, {}, RunOnline{});
+  return run_with(request, *state, keys->old_key, keys->new_key, nullptr, steps, {}, RunOnline{},
+                  std::move(locked).value());
+}
+
+// Online: NAME's table may lag the journal by the hotzone a kill -9 came after (its completed
+// record written, the switch not yet made), never lead it: a journal behind NAME's table is
+// older than the device.
+Result<void> check_live_position(JournalStore &journal, std::uint64_t boundary,
+                                 const std::string &name) {
+  auto slots = journal.read_slots();
+  if (!slots) {
+    return slots.error();
+  }
+  std::uint64_t furthest = slots->completed ? slots->completed->position : 0;
+  if (slots->journaled) {
+    furthest = std::max(furthest, slots->journaled->position + slots->journaled->length);
+  }
+  if (boundary > furthest) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("the journal is older than the device: {}'s table has the new "
+                                  "parameters up to byte {}, the journal goes to byte {}: "
+                                  "nothing was written; a journal or state disk put back from "
+                                  "another time cannot finish this run (it would convert "
+                                  "hotzones twice): give the journal the run last wrote",
+                                  name, boundary, furthest));
+  }
+  return {};
 }
 
 // Online --resume and --abort. A kill -9 may have left NAME suspended under a mounted
@@ -709,67 +927,109 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
   if (env.kernel == nullptr) {
     return make_error(Errc::kernel, "online reencrypt needs device-mapper");
   }
-  auto state = read_state(request.state);
+  auto state = read_resume_state(request);
   if (!state) {
     return state.error();
   }
-  locate_run_device(*state, request.sysfs);
+  const ReencryptState recorded = *state;
+  if (auto r = locate_run_device(*state, request.sysfs); !r) {
+    return r.error();
+  }
   auto live = read_live_mapping(*env.kernel, *request.active_name, env.target_type);
   if (!live) {
     return live.error();
   }
-  const std::string under = env.devices->resolve(live->lines.front().device);
+  // The run's hotzone device, when a killed or failed run left NAME routed through it.
+  auto hotzone = online_hotzone_device(*env.kernel, state->run_id);
+  if (!hotzone) {
+    return hotzone.error();
+  }
+  const std::string hotzone_device = hotzone->value_or(std::string{});
+  const std::string under =
+      env.devices->resolve(live_device(*live, hotzone_device).value_or(live->lines.front().device));
   std::error_code error;
-  if (std::filesystem::weakly_canonical(under, error) !=
-      std::filesystem::weakly_canonical(state->device, error)) {
+  if (live_device(*live, hotzone_device) &&
+      std::filesystem::weakly_canonical(under, error) !=
+          std::filesystem::weakly_canonical(state->device, error)) {
     return make_error(Errc::refused,
                       fmt::format("the active mapping {} is on {}, the run's device is {}: give "
                                   "the name of the volume the run converts",
                                   live->name, under, state->device));
   }
-  auto keys = resume_keys(*state, steps);
+  // What the run needs while NAME is suspended, off NAME, before it is suspended; when a kill
+  // -9 left it suspended, once it is put right (a refusal then leaves it live).
+  const auto prepare = [&]() {
+    return prepare_online_run(request, live->name, {live->info.major, live->info.minor},
+                              state->new_side.sector_size, steps.lock_memory);
+  };
+  Result<std::vector<std::string>> prepared = std::vector<std::string>{};
+  if (!live->info.suspended) {
+    prepared = prepare();
+    if (!prepared) {
+      return prepared.error();
+    }
+  }
+  auto keys = resume_keys(*state, recorded, request, steps);
   if (!keys) {
     return keys.error();
   }
-  auto boundary = live_boundary(*live, *state, keys->old_key, keys->new_key);
-  if (!boundary) {
-    return boundary.error();
+  auto layout = live_layout(*live, *state, keys->old_key, keys->new_key, hotzone_device);
+  if (!layout) {
+    return layout.error();
   }
   auto locked = StateLock::acquire(request.state);
   if (!locked) {
     return locked.error();
   }
+  // The hotzone device NAME routes through stays: it holds the hotzone's users until the
+  // hotzone is converted.
+  if (auto r = run_remove_leftovers(
+          request, *state, env,
+          layout->routed > 0 ? online_hotzone_name(state->run_id) : std::string{});
+      !r) {
+    return r.error();
+  }
   auto io = steps.make_io(*state, keys->old_key, keys->new_key);
   if (!io) {
     return io.error();
   }
-  auto journal =
-      open_journal(journal_path(request.state), state->run_id, state->hotzone_bytes, false);
+  auto journal = open_journal(journal_path(request.state), state->run_id, state->hotzone_bytes,
+                              false, keys->auth);
   if (!journal) {
     return journal.error();
   }
+  if (auto r = check_live_position(**journal, layout->converted, live->name); !r) {
+    return r.error();
+  }
   OnlineSwitch live_switch(*env.kernel, *live, *state, keys->old_key, keys->new_key,
-                           env.target_type);
-  live_switch.set_boundary(*boundary);
+                           env.target_type, layout->routed > 0 ? hotzone_device : std::string{});
+  live_switch.set_layout(*layout);
   auto position = settle_online(live_switch, *state, **io, **journal);
   if (!position) {
     static_cast<void>((*io)->close());
-    return Error{
-        position.error().code,
-        fmt::format("{}; {} may still be suspended: try again, or {}", position.error().message,
-                    live->name, run_abort_hint(request, live->name)),
-        position.error().os_errno};
+    return Error{position.error().code,
+                 fmt::format("{}; to finish: try again, or {}", position.error().message,
+                             run_abort_hint(request, live->name)),
+                 position.error().os_errno};
   }
   ReencryptOutcome outcome{*state, {}, {}, {}, live->name, {}};
   outcome.report.outcome =
       *position == state->data_bytes ? EngineOutcome::finished : EngineOutcome::stopped;
   outcome.report.progress = Progress{*position, *position, state->data_bytes, 0};
+  outcome.warnings = prepared.value();
   if (request.abort) {
     if (auto r = (*io)->close(); !r) {
       return r.error();
     }
     outcome.report.outcome = EngineOutcome::stopped;
     return outcome;
+  }
+  if (live->info.suspended) {
+    prepared = prepare();
+    if (!prepared) {
+      return prepared.error();
+    }
+    outcome.warnings = std::move(prepared).value();
   }
   // NAME is live again; now the checks of any resume (a refusal keeps the run).
   auto checked = resume_checked(request, *state, env);

@@ -301,6 +301,30 @@ Result<FileDescriptor> statefile_open(const std::filesystem::path &path, int fla
   }
   return fd;
 }
+// Zeros over a whole state or journal file, in place and durable (fdatasync).
+Result<void> statefile_overwrite(const std::filesystem::path &path, std::string_view what) {
+  auto fd = statefile_open(path, O_WRONLY, what);
+  if (!fd) {
+    return fd.error();
+  }
+  const auto st = statefile_fstat_regular(fd->get(), path, what);
+  if (!st) {
+    return st.error();
+  }
+  const auto size = static_cast<std::uint64_t>(st->st_size);
+  const std::vector<std::uint8_t> zeros(
+      static_cast<std::size_t>(std::min<std::uint64_t>(size, kStatefileWipeChunk)));
+  for (std::uint64_t at = 0; at < size; at += zeros.size()) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size - at));
+    if (const int err = detail::pwrite_full(fd->get(), {zeros.data(), n}, at); err != 0) {
+      return detail::state_file_error(what, path, err);
+    }
+  }
+  if (fdatasync(fd->get()) != 0) {
+    return detail::state_file_error(what, path, errno);
+  }
+  return {};
+}
 }  // namespace
 
 Result<std::vector<std::uint8_t>> pbkdf2_sha256(std::span<const std::uint8_t> secret,
@@ -381,6 +405,10 @@ std::string state_to_json(const ReencryptState &state) {
   out["run_id"] = state.run_id;
   out["device"] = state.device;
   out["device_id"] = state.device_id;
+  if (state.device_identity) {
+    out["device_identity"] =
+        nlohmann::ordered_json::parse(fingerprint_to_json(*state.device_identity));
+  }
   out["offset"] = state.offset;
   out["skip"] = state.skip;
   out["data_bytes"] = state.data_bytes;
@@ -390,6 +418,9 @@ std::string state_to_json(const ReencryptState &state) {
   out["old_verifier"] = statefile_verifier_json(state.old_verifier);
   out["new_verifier"] = statefile_verifier_json(state.new_verifier);
   out["started"] = state.started;
+  out["first_unit_mac"] = statefile_hex(state.first_unit_mac);
+  out["started_online"] = state.started_online;
+  out["mac"] = statefile_hex(state.mac);
   // A string that is not UTF-8 is replaced, not thrown on: write_state reads its text back
   // and refuses a state that does not survive.
   return out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
@@ -436,16 +467,29 @@ Result<ReencryptState> state_from_json(std::string_view text, const std::string 
   // A format this lbscrypt does not know may have other fields: say so first.
   if (const auto format = doc.find("format"); format != doc.end() && format->is_number_unsigned() &&
                                               format->get<std::uint64_t>() != kStateFormat) {
-    reader.fail(
-        fmt::format("format {} is not the one this lbscrypt reads ({}): finish the run "
-                    "with the lbscrypt that started it",
-                    format->get<std::uint64_t>(), kStateFormat));
+    reader.fail(fmt::format(
+        "format {} is not the one this lbscrypt reads ({}){}: finish or abort the run with the "
+        "lbscrypt that started it",
+        format->get<std::uint64_t>(), kStateFormat,
+        format->get<std::uint64_t>() < kStateFormat
+            ? ": an earlier lbscrypt wrote it, without the MAC this one checks"
+            : ""));
     return reader.error();
   }
-  reader.expect_keys(
-      doc, "",
-      {"format", "run_id", "device", "device_id", "offset", "skip", "data_bytes", "hotzone_bytes",
-       "old_side", "new_side", "old_verifier", "new_verifier", "started"});
+  // "device_identity" is absent only where the run's device was no block device (the unit
+  // tests' stand-in, reencrypt_run.cpp); the MAC covers its absence as every other field.
+  if (doc.contains("device_identity")) {
+    reader.expect_keys(
+        doc, "",
+        {"format", "run_id", "device", "device_id", "device_identity", "offset", "skip",
+         "data_bytes", "hotzone_bytes", "old_side", "new_side", "old_verifier", "new_verifier",
+         "started", "first_unit_mac", "started_online", "mac"});
+  } else {
+    reader.expect_keys(doc, "",
+                       {"format", "run_id", "device", "device_id", "offset", "skip", "data_bytes",
+                        "hotzone_bytes", "old_side", "new_side", "old_verifier", "new_verifier",
+                        "started", "first_unit_mac", "started_online", "mac"});
+  }
   ReencryptState state;
   state.format = reader.number32(doc, "", "format");
   state.run_id = reader.text(doc, "", "run_id", true);
@@ -455,6 +499,14 @@ Result<ReencryptState> state_from_json(std::string_view text, const std::string 
   }
   state.device = reader.text(doc, "", "device", false);
   state.device_id = reader.text(doc, "", "device_id", false);
+  if (!reader.failed() && doc.contains("device_identity")) {
+    auto identity = fingerprint_from_json(doc.at("device_identity").dump(), "device_identity");
+    if (identity) {
+      state.device_identity = std::move(identity).value();
+    } else {
+      reader.fail(identity.error().message);
+    }
+  }
   state.offset = reader.number(doc, "", "offset");
   state.skip = reader.number(doc, "", "skip");
   state.data_bytes = reader.number(doc, "", "data_bytes");
@@ -485,6 +537,9 @@ Result<ReencryptState> state_from_json(std::string_view text, const std::string 
     state.new_verifier = statefile_read_verifier(reader, doc.at("new_verifier"), "new_verifier");
   }
   state.started = reader.text(doc, "", "started", true);
+  state.first_unit_mac = reader.hex_bytes(doc, "", "first_unit_mac", kStatefileDigestBytes);
+  state.started_online = reader.boolean(doc, "", "started_online");
+  state.mac = reader.hex_bytes(doc, "", "mac", kStatefileDigestBytes);
   if (reader.failed()) {
     return reader.error();
   }
@@ -592,15 +647,33 @@ Result<ReencryptState> read_state(const std::filesystem::path &path) {
                                   printable(path.string()), kStatefileMaxBytes));
   }
   text.resize(size);
+  if (size > 0 && std::all_of(text.begin(), text.end(), [](char c) { return c == '\0'; })) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("{} is all zeros: the run that wrote it ended and wiped it "
+                                  "(a cut came before it was removed): remove it and its "
+                                  "journal",
+                                  printable(path.string())));
+  }
   return state_from_json(text, path.string());
 }
 
+std::filesystem::path ended_state_path(const std::filesystem::path &state) {
+  std::filesystem::path out = state;
+  out += ".ended";
+  return out;
+}
+
 Result<void> remove_state(const std::filesystem::path &path) {
-  // Nothing is removed unless both paths are regular files (or absent).
+  // Nothing is removed unless every path is a regular file (or absent).
   const auto journal = journal_path(path);
+  const auto ended = ended_state_path(path);
   const auto state_exists = statefile_exists(path, "remove the state file");
   if (!state_exists) {
     return state_exists.error();
+  }
+  const auto ended_exists = statefile_exists(ended, "wipe the ended state file");
+  if (!ended_exists) {
+    return ended_exists.error();
   }
   const auto journal_exists = statefile_exists(journal, "wipe the journal");
   if (!journal_exists) {
@@ -609,37 +682,35 @@ Result<void> remove_state(const std::filesystem::path &path) {
   // The state goes first, durably: while it exists --resume reads the journal, so a power cut
   // must never find the state beside a journal already wiped (its blank slots would read as
   // a run at position 0, and the volume would be converted a second time) or already gone.
+  // It is renamed away before it is wiped: a cut during the wipe leaves STATE.ended, which
+  // --resume finishes removing, never a state file it cannot read.
   if (*state_exists) {
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return detail::state_file_error("remove the state file", path, errno);
+    if (rename(path.c_str(), ended.c_str()) != 0) {
+      return detail::state_file_error("rename the state file", path, errno);
     }
     if (const int err = detail::fsync_parent_directory(path); err != 0) {
       return detail::state_file_error("make durable the directory of", path, err);
+    }
+  }
+  if (*state_exists || *ended_exists) {
+    // Its verifiers and MAC are zeros in place, durable, so the unlinked blocks do not keep
+    // them (a copy-on-write filesystem or an SSD may still: see the documentation).
+    if (auto r = statefile_overwrite(ended, "wipe the state file"); !r) {
+      return r;
+    }
+    if (unlink(ended.c_str()) != 0 && errno != ENOENT) {
+      return detail::state_file_error("remove the state file", ended, errno);
+    }
+    if (const int err = detail::fsync_parent_directory(ended); err != 0) {
+      return detail::state_file_error("make durable the directory of", ended, err);
     }
   }
   if (!*journal_exists) {
     return {};
   }
   // The journal held old ciphertext: zeros over it, durable, before it is unlinked.
-  auto fd = statefile_open(journal, O_WRONLY, "wipe the journal");
-  if (!fd) {
-    return fd.error();
-  }
-  const auto st = statefile_fstat_regular(fd->get(), journal, "wipe the journal");
-  if (!st) {
-    return st.error();
-  }
-  const auto size = static_cast<std::uint64_t>(st->st_size);
-  const std::vector<std::uint8_t> zeros(
-      static_cast<std::size_t>(std::min<std::uint64_t>(size, kStatefileWipeChunk)));
-  for (std::uint64_t at = 0; at < size; at += zeros.size()) {
-    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), size - at));
-    if (const int err = detail::pwrite_full(fd->get(), {zeros.data(), n}, at); err != 0) {
-      return detail::state_file_error("wipe the journal", journal, err);
-    }
-  }
-  if (fdatasync(fd->get()) != 0) {
-    return detail::state_file_error("wipe the journal", journal, errno);
+  if (auto r = statefile_overwrite(journal, "wipe the journal"); !r) {
+    return r;
   }
   if (unlink(journal.c_str()) != 0 && errno != ENOENT) {
     return detail::state_file_error("remove the journal", journal, errno);
@@ -648,6 +719,24 @@ Result<void> remove_state(const std::filesystem::path &path) {
     return detail::state_file_error("make durable the directory of", journal, err);
   }
   return {};
+}
+
+Result<bool> finish_ended_state(const std::filesystem::path &path) {
+  const auto state_exists = statefile_exists(path, "read the state file");
+  if (!state_exists) {
+    return state_exists.error();
+  }
+  const auto ended_exists = statefile_exists(ended_state_path(path), "wipe the ended state file");
+  if (!ended_exists) {
+    return ended_exists.error();
+  }
+  if (*state_exists || !*ended_exists) {
+    return false;
+  }
+  if (auto r = remove_state(path); !r) {
+    return r.error();
+  }
+  return true;
 }
 
 StateLock::~StateLock() {

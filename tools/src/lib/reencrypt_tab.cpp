@@ -259,6 +259,15 @@ Result<TabOutcome> apply_tab_change(const std::filesystem::path &tab_path,
                                   "file the run was started with",
                                   new_file.string(), r.error().message));
   }
+  // Its bytes durable before the rename makes them the line's key (else a cut could leave
+  // the line's key file empty), and the rename durable after.
+  if (const int err = detail::fsync_file(new_file); err != 0) {
+    return make_error(Errc::device,
+                      fmt::format("cannot make {} durable before it replaces {}: {}: fix that "
+                                  "and run the command again with --resume",
+                                  new_file.string(), key_file.string(), std::strerror(err)),
+                      err);
+  }
   if (rename(new_file.c_str(), key_file.c_str()) != 0) {
     const int err = errno;
     return make_error(err == EACCES || err == EPERM ? Errc::permission : Errc::device,
