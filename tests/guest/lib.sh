@@ -174,6 +174,27 @@ put() {
 	dd if="$1" of="$2" bs="${3:-$(io_bs "$2")}" oflag=direct conv=fsync status=none
 }
 
+# loop_attach VAR FILE: a loop device over FILE, its path into VAR, detached at exit.
+loop_attach() {
+	local got
+	got=$(losetup --find --show "$2") || fail "losetup of $2 failed"
+	on_exit losetup -d "$got"
+	printf -v "$1" '%s' "$got"
+}
+
+# plain_fill DEVICE NAME KEY BYTES DATA: BYTES of random plaintext (kept in the
+# file DATA) written through NAME, a plain aes-xts-plain64 mapping of DEVICE with
+# KEY at sector size 512, closed again; prints the plaintext's sha256.
+plain_fill() {
+	head -c "$4" /dev/urandom >"$5"
+	# open prints the mapping it made on stdout: not part of the sha256
+	lbscrypt -q open --cipher aes-xts-plain64 --key-size 512 --key-file "$3" \
+		--sector-size 512 "$1" "$2" >/dev/null || fail "open of $1 at 512 failed"
+	put "$5" "/dev/mapper/$2" 65536
+	sha_of "/dev/mapper/$2" "$4" 65536
+	lbscrypt close "$2"
+}
+
 # state_fs DIR SIZE: ext4 on a loop device over a file of SIZE in /tmp, mounted
 # on DIR (a reencrypt state file's place: the tool refuses tmpfs); undone at exit.
 state_fs() {

@@ -55,13 +55,6 @@ for f in "$file_a" "$file_b" "$file_c"; do
 done
 
 loop="" loop2="" loop3=""
-# attach VAR FILE: a loop device over FILE into VAR, detached at exit.
-attach() {
-	local got
-	got=$(losetup --find --show "$2") || fail "losetup of $2 failed"
-	on_exit losetup -d "$got"
-	printf -v "$1" '%s' "$got"
-}
 # open_as DEVICE SECTOR KEY: lbs-ident over DEVICE.
 open_as() {
 	lbscrypt -q open --cipher aes-xts-plain64 --key-size 512 --key-file "$3" \
@@ -69,12 +62,7 @@ open_as() {
 }
 # fill DEVICE: random plaintext through key A at 512; prints its sha256.
 fill() {
-	head -c "$bytes" /dev/urandom >/tmp/reenc-ident.data
-	# open prints the mapping it made on stdout: not part of the sha256
-	open_as "$1" 512 "$key_a" >/dev/null || fail "open of $1 at 512 failed"
-	put /tmp/reenc-ident.data /dev/mapper/lbs-ident 65536
-	sha_of /dev/mapper/lbs-ident "$bytes" 65536
-	lbscrypt close lbs-ident
+	plain_fill "$1" lbs-ident "$key_a" "$bytes" /tmp/reenc-ident.data
 }
 # reads_back DEVICE SHA: the device read with key B at the largest sector is SHA.
 reads_back() {
@@ -108,7 +96,7 @@ resume() {
 
 # 1. the loop device attached to another file: refused, B untouched
 what="--resume of a loop device attached to another file"
-attach loop "$file_a"
+loop_attach loop "$file_a"
 want=$(fill "$loop")
 state=$state_dir/loop.state
 stop_run "$loop" "$state" 1 TERM 143
@@ -128,7 +116,7 @@ ok "$what: refused ($out), $file_b unchanged"
 
 # 2. file A under another loop number: the run's device
 what="--resume of the run's file under another loop number"
-attach loop2 "$file_a"
+loop_attach loop2 "$file_a"
 [ "$loop2" != "$loop" ] || fail "$what: $file_a came back as $loop, which still holds $file_b"
 out=$(resume "$state") || fail "$what: --resume failed: $out"
 { [ ! -e "$state" ] && [ -z "$(ls -A "$registry" 2>/dev/null)" ]; } ||
@@ -139,7 +127,7 @@ ok "$what: $loop2 found by its file, --resume finished, the data reads back"
 
 # 3. kill -9: the private mappings left are --resume's to remove, unless open
 what="--resume after kill -9"
-attach loop3 "$file_c"
+loop_attach loop3 "$file_c"
 want=$(fill "$loop3")
 state=$state_dir/kill.state
 stop_run "$loop3" "$state" 3 KILL 137

@@ -46,24 +46,13 @@ test_key_file "$key_a" 64
 head -c 64 /dev/urandom >"$key_b"
 
 loop="" loop2="" sloop=""
-# attach VAR FILE: a loop device over FILE into VAR, detached at exit.
-attach() {
-	local got
-	got=$(losetup --find --show "$2") || fail "losetup of $2 failed"
-	on_exit losetup -d "$got"
-	printf -v "$1" '%s' "$got"
-}
 open_as() {
 	lbscrypt -q open --cipher aes-xts-plain64 --key-size 512 --key-file "$3" \
 		--sector-size "$2" "$1" lbs-rollback >/dev/null
 }
 # fill DEVICE: random plaintext through key A at 512; prints its sha256.
 fill() {
-	head -c "$bytes" /dev/urandom >/tmp/reenc-rb.data
-	open_as "$1" 512 "$key_a" || fail "open of $1 at 512 failed"
-	put /tmp/reenc-rb.data /dev/mapper/lbs-rollback 65536
-	sha_of /dev/mapper/lbs-rollback "$bytes" 65536
-	lbscrypt close lbs-rollback
+	plain_fill "$1" lbs-rollback "$key_a" "$bytes" /tmp/reenc-rb.data
 }
 # json_progress FILE: how many progress lines a run has printed so far
 json_progress() {
@@ -116,7 +105,7 @@ state_fs "$state_dir" 64M
 file=/tmp/reenc-rb-a.img
 head -c "$bytes" /dev/urandom >"$file"
 on_exit rm -f "$file"
-attach loop "$file"
+loop_attach loop "$file"
 want=$(fill "$loop")
 state=$state_dir/run.state
 start "$loop" "$state"
@@ -144,11 +133,11 @@ what="--resume after the state disk lost its last flushes"
 file=/tmp/reenc-rb-b.img
 head -c "$bytes" /dev/urandom >"$file"
 on_exit rm -f "$file"
-attach loop2 "$file"
+loop_attach loop2 "$file"
 want=$(fill "$loop2")
 truncate -s 64M /tmp/reenc-rb-flakey.img
 on_exit rm -f /tmp/reenc-rb-flakey.img
-attach sloop /tmp/reenc-rb-flakey.img
+loop_attach sloop /tmp/reenc-rb-flakey.img
 mkfs.ext4 -q -F "$sloop" >/dev/null || fail "mkfs.ext4 of the state filesystem failed"
 ssec=$(blockdev --getsz "$sloop")
 dmsetup create lbs-rb-state --table "0 $ssec linear $sloop 0" || fail "$what: the state disk's mapping was refused"

@@ -658,7 +658,7 @@ std::string joined(const std::vector<std::string> &items) {
   return text;
 }
 
-bool has_ipc_lock() {
+[[maybe_unused]] bool has_ipc_lock() {  // unused in an ASan build
   const auto caps = proc_field_number("/proc/self/status", "CapEff", 16);
   return caps && ((*caps >> kCapIpcLock) & 1U) != 0;
 }
