@@ -128,7 +128,8 @@ stall_run() {
 	local run0=$EPOCHREALTIME
 	{ lbscrypt -q reencrypt --active-name "$name" --cipher aes-xts-plain64 --key-size 512 \
 		--key-file "$key_c" --sector-size 65536 --new-key-file "$key_a" --new-sector-size 65536 \
-		--force --json --state "$state" 2>"$w/reenc.err" || echo "REENC-EXIT $?"; } |
+		--force --json --state "$state" ${hotzone:+--hotzone-size "$hotzone"} 2>"$w/reenc.err" ||
+		echo "REENC-EXIT $?"; } |
 		while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done >"$w/reenc.out"
 	sleep 1
 	kill -INT "$fio_pid" 2>/dev/null || true
