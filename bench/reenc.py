@@ -13,6 +13,10 @@ reencrypt.json is a list of records, one per kernel, case and method (MiB/s):
    "bytes", "runs", "mibps_median", "mibps_min", "mibps_max",
    "steady_mibps_median" (reencrypt: its hotzones after the first; dd: null),
    "ratio" (reencrypt: its median over dd's median; dd: null)}
+and one per kernel for the online case (milliseconds, each the median over the repetitions):
+  {"kernel", "case": "online-key-65536", "method": "stall", "runs",
+   "baseline_max_ms", "far_max_ms", "far_p99_ms", "far_writes", "all_max_ms",
+   "hotzone_max_ms", "hotzones"}
 """
 import argparse
 import json
@@ -26,9 +30,13 @@ CASES = {
 METHODS = ("reencrypt", "dd")
 
 
+STALL_FIELDS = ("baseline_max_ms", "far_max_ms", "far_p99_ms", "far_writes", "all_max_ms",
+                "hotzone_max_ms", "hotzones")
+
+
 def parse_log(path):
-    """The runs and the info lines of one guest log."""
-    runs, info = [], {}
+    """The runs, the online stall runs and the info lines of one guest log."""
+    runs, stalls, info = [], [], {}
     with open(path, encoding="utf-8", errors="replace") as log:
         for line in log:
             words = line.split()
@@ -45,7 +53,22 @@ def parse_log(path):
                     "seconds": float(secs), "mibps": float(mibps),
                     "steady": None if steady == "-" else float(steady),
                 })
-    return runs, info
+            elif words[0] == "REENC-STALL":
+                if len(words) != 4 + len(STALL_FIELDS):
+                    raise SystemExit(f"reenc.py: {path}: a REENC-STALL line of {len(words)} words: {line.strip()}")
+                stalls.append({"case": words[2], "rep": int(words[3]),
+                               **{k: float(v) for k, v in zip(STALL_FIELDS, words[4:])}})
+    return runs, stalls, info
+
+
+def stall_record(kernel, stalls):
+    """The online case's medians over its repetitions, or None without one."""
+    if not stalls:
+        return None
+    rec = {"kernel": kernel, "case": stalls[0]["case"], "method": "stall", "runs": len(stalls)}
+    for k in STALL_FIELDS:
+        rec[k] = round(statistics.median(s[k] for s in stalls), 1)
+    return rec
 
 
 def records_of(kernel, runs):
@@ -96,6 +119,19 @@ def table(records, infos):
             ratio = "-" if re is None or re["ratio"] is None else f"x{re['ratio']:.2f}"
             lines.append(f"| {label} | {cell(re)} | {steady} | {cell(dd)} | {ratio} |")
         lines.append("")
+        stall = next((r for r in records if r["kernel"] == kernel and r["method"] == "stall"), None)
+        if stall:
+            lines.append(f"online, a new key at 65536, beside two writers of 64 KiB O_DIRECT blocks "
+                         f"(median of {stall['runs']}; milliseconds):")
+            lines.append("")
+            lines.append("| longest write before the run | a quarter away: longest (p99, writes) "
+                         "| anywhere: longest | slowest hotzone (hotzones) |")
+            lines.append("|---|---|---|---|")
+            lines.append(f"| {stall['baseline_max_ms']:.1f} | {stall['far_max_ms']:.1f} "
+                         f"({stall['far_p99_ms']:.1f}, {stall['far_writes']:.0f}) "
+                         f"| {stall['all_max_ms']:.1f} | {stall['hotzone_max_ms']:.1f} "
+                         f"({stall['hotzones']:.0f}) |")
+            lines.append("")
     return "\n".join(lines)
 
 
@@ -105,11 +141,14 @@ def report(args):
         kernel, _, path = pair.partition("=")
         if not path:
             raise SystemExit(f"reenc.py: '{pair}' is not KERNEL=LOG")
-        runs, info = parse_log(path)
+        runs, stalls, info = parse_log(path)
         if not runs:
             raise SystemExit(f"reenc.py: {path}: no REENC-RUN line (see the log)")
+        if not stalls:
+            raise SystemExit(f"reenc.py: {path}: no REENC-STALL line (see the log)")
         infos[kernel] = info
         records += records_of(kernel, runs)
+        records.append(stall_record(kernel, stalls))
     with open(f"{args.out}/reencrypt.json", "w", encoding="utf-8") as out:
         json.dump(records, out, indent=1)
         out.write("\n")
@@ -135,6 +174,12 @@ def smoke(args):
                     problems.append(f"{kernel} {case} {method}: {rec[0]['runs']} runs, min {rec[0]['mibps_min']}")
                 if method == "reencrypt" and not (rec[0]["ratio"] or 0) > 0:
                     problems.append(f"{kernel} {case}: no ratio to the dd copy")
+        stall = [r for r in records if r["kernel"] == kernel and r["method"] == "stall"]
+        if len(stall) != 1:
+            problems.append(f"{kernel} online: {len(stall)} stall records, not 1")
+        elif stall[0]["runs"] != args.reps or not stall[0]["far_writes"] > 0 or not stall[0]["hotzones"] > 0:
+            problems.append(f"{kernel} online: {stall[0]['runs']} runs, {stall[0]['far_writes']} far writes, "
+                            f"{stall[0]['hotzones']} hotzones")
     if problems:
         for p in problems:
             print(f"reenc.py smoke: {p}", file=sys.stderr)

@@ -26,6 +26,22 @@
 # preallocation); steady_mibps is the rate between the tool's first and last
 # progress records (--json, one a hotzone): the hotzones after the first, "-"
 # with fewer than two records.
+# Then, once a repetition, "online-key-65536": the volume opened with
+# `lbscrypt open` (65536, key C) and converted online (`reencrypt
+# --active-name`, key C -> A at 65536, --force: fio opens it O_DIRECT) while
+# two fio jobs write 64 KiB blocks O_DIRECT at a fixed rate, each write's
+# completion time, latency and offset logged (write_lat_log, log_offset):
+# "far" into the volume's last quarter, "all" anywhere on it. The writes
+# before the run starts are the baseline; "far"'s writes issued while the run
+# converts the first half (before its progress record reaching half the
+# volume) are a writer a whole quarter of the volume away from the hotzone;
+# "all" meets the hotzone in flight now and then. Printed, in milliseconds:
+#   REENC-STALL <step> <case> <rep> <baseline_max> <far_max> <far_p99> <far_writes>
+#               <all_max> <hotzone_max> <hotzones>
+# hotzone_max is the longest time between two progress records (one a
+# hotzone; the first, which holds the run's start, left out): the run's slowest hotzone, which a design that froze the whole
+# volume for each hotzone would make every writer wait (not measured here:
+# that design is gone from the tool).
 # A step that fails stops the run with a FAIL line saying which.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
@@ -62,6 +78,7 @@ mount "$state_dev" "$state_dir" || fail "cannot mount $state_dev"
 on_exit umount "$state_dir"
 on_exit dm_remove lbs-rb-old
 on_exit dm_remove lbs-rb-new
+on_exit dm_remove lbs-rb-live
 # brd allocates a page on its first write: the volume written once first
 dd if=/dev/zero of="$vol" bs=1M count="$mib" oflag=direct status=none || fail "cannot fill $vol"
 
@@ -73,7 +90,7 @@ hex_of() { od -An -v -tx1 "$1" | tr -d ' \n'; }
 
 # The cases: name old-sector old-key new-sector new-key
 cases=("4096-65536 4096 $key_a 65536 $key_b" "key-65536 65536 $key_b 65536 $key_c")
-printf 'REENC-PLAN %s\n' $((${#cases[@]} * reps * 2))
+printf 'REENC-PLAN %s\n' $((${#cases[@]} * reps * 2 + reps))
 printf 'REENC-INFO kernel_release %s\n' "$(uname -r)"
 printf 'REENC-INFO page_size %s\n' "$(page_size)"
 printf 'REENC-INFO target crypt=%s\n' "$(target_version crypt)"
@@ -89,6 +106,81 @@ rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s <= 0) exit 1; printf "%.3f\n", n
 # table SECTOR KEY: a crypt table of the whole volume
 table() {
 	printf '0 %s crypt aes-xts-plain64 %s 0 %s 0 1 sector_size:%s\n' "$sectors" "$(hex_of "$2")" "$vol" "$1"
+}
+
+# stall_run STEP REP: the online case (the header's REENC-STALL). The volume
+# holds whatever the last conversion left: its bytes are not read.
+stall_run() {
+	local step=$1 rep=$2 name=lbs-rb-live w=/tmp/reenc-stall state=$state_dir/stall.state
+	local quarter=$((bytes / 4)) rate=20 fio_pid
+	rm -rf "$w"
+	mkdir -p "$w"
+	lbscrypt -q open --type plain --cipher aes-xts-plain64 --key-size 512 --key-file "$key_c" \
+		--sector-size 65536 "$vol" "$name" || fail "online rep $rep: lbscrypt open failed"
+	# each job's log: completion time (Unix epoch msec), latency (ns), direction, size, offset
+	(cd "$w" && exec fio --filename="/dev/mapper/$name" --rw=randwrite --bs=64k --direct=1 \
+		--ioengine=psync --rate_iops="$rate" --time_based --runtime=3600 --log_offset=1 \
+		--log_unix_epoch=1 \
+		--name=far --offset="$((bytes - quarter))" --size="$quarter" --write_lat_log=far \
+		--name=all --offset=0 --size="$bytes" --write_lat_log=all >"$w/fio.out" 2>&1) &
+	fio_pid=$!
+	sleep 3
+	local run0=$EPOCHREALTIME
+	{ lbscrypt -q reencrypt --active-name "$name" --cipher aes-xts-plain64 --key-size 512 \
+		--key-file "$key_c" --sector-size 65536 --new-key-file "$key_a" --new-sector-size 65536 \
+		--force --json --state "$state" ${hotzone:+--hotzone-size "$hotzone"} 2>"$w/reenc.err" ||
+		echo "REENC-EXIT $?"; } |
+		while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done >"$w/reenc.out"
+	sleep 1
+	kill -INT "$fio_pid" 2>/dev/null || true
+	wait "$fio_pid" || true
+	lbscrypt -q close "$name" || fail "online rep $rep: lbscrypt close failed"
+	if grep -q 'REENC-EXIT' "$w/reenc.out" || ! grep -q '"finished": *true' "$w/reenc.out"; then
+		cat "$w/reenc.out" "$w/reenc.err"
+		fail "online rep $rep: lbscrypt reencrypt --active-name did not finish"
+	fi
+	local far all
+	far=$(find "$w" -name 'far_lat.*.log' | head -n 1)
+	all=$(find "$w" -name 'all_lat.*.log' | head -n 1)
+	if [ ! -s "$far" ] || [ ! -s "$all" ]; then
+		cat "$w/fio.out"
+		fail "online rep $rep: fio left no latency logs"
+	fi
+	# progress records: epoch seconds and done_bytes; the run's start first
+	awk -v run0="$run0" 'BEGIN { print run0, 0 }
+		/"done_bytes"/ && !/"finished"/ {
+			if (!match($0, /"done_bytes": *[0-9]+/)) next
+			d = substr($0, RSTART, RLENGTH); gsub(/[^0-9]/, "", d); print $1, d
+		}' "$w/reenc.out" >"$w/progress"
+	local figures
+	figures=$(awk -v run0="$run0" -v half=$((bytes / 2)) -v far="$far" -v all="$all" '
+		function ms(ns) { return ns / 1000000 }
+		FILENAME == ARGV[1] {
+			n++; pt[n] = $1; pd[n] = $2
+			if (n > 2 && $1 - pt[n - 1] > hz) hz = $1 - pt[n - 1]
+			if (halft == "" && $2 >= half) halft = $1
+			next
+		}
+		{
+			split($0, f, / *, */)
+			done_at = f[1] / 1000; issued = done_at - f[2] / 1e9
+			if (FILENAME == far) {
+				if (issued < run0) { if (ms(f[2]) > base) base = ms(f[2]) }
+				else if (halft != "" && done_at < halft) { nf++; lat[nf] = ms(f[2]); if (lat[nf] > fmax) fmax = lat[nf] }
+			} else if (issued >= run0 && ms(f[2]) > amax) amax = ms(f[2])
+		}
+		END {
+			if (nf == 0 || n < 2) { print "none"; exit }
+			# p99: the value at rank ceil(0.99 n) of the sorted latencies
+			for (i = 2; i <= nf; i++) { v = lat[i]; for (j = i - 1; j >= 1 && lat[j] > v; j--) lat[j + 1] = lat[j]; lat[j + 1] = v }
+			r = int(0.99 * nf); if (r < 0.99 * nf) r++
+			printf "%.1f %.1f %.1f %d %.1f %.1f %d\n", base, fmax, lat[r], nf, amax, hz * 1000, n - 1
+		}' "$w/progress" "$far" "$all")
+	[ "$figures" != none ] || {
+		cat "$w/progress"
+		fail "online rep $rep: no far write in the run's first half, or fewer than two progress records"
+	}
+	printf 'REENC-STALL %s online-key-65536 %s %s\n' "$step" "$rep" "$figures"
 }
 
 step=0
@@ -138,5 +230,8 @@ for rep in $(seq 1 "$reps"); do
 		printf 'REENC-RUN %s %s %s reencrypt %s %s %s %s\n' "$step" "$name" "$rep" "$bytes" "$s" \
 			"$(rate "$bytes" "$s")" "$steady"
 	done
+	# the online conversion beside two writers
+	step=$((step + 1))
+	stall_run "$step" "$rep"
 done
 ok "reenc bench: $step steps"
