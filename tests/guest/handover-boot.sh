@@ -49,7 +49,12 @@ probe=$(journalctl -b -o cat -u modprobe@dm_crypt_lbs.service 2>&1 || true)
 echo "   modprobe@dm_crypt_lbs: $(systemctl is-active modprobe@dm_crypt_lbs.service || true); $(tr '\n' ' ' <<<"$probe")"
 # the rule handover-check leaves in /etc/modprobe.d: the kernel's request for
 # dm-crypt went through it, and it chose the kernel's own module by its version
-klog=$(journalctl -k -b -o cat 2>/dev/null || dmesg)
+# (a line written to /dev/kmsg from user space keeps its "dm-crypt-lbs:" as the
+# journal's identifier, so it is not among journalctl -k's: read both)
+klog=$({
+	journalctl -k -b -o cat
+	journalctl -b -t dm-crypt-lbs -o cat | sed 's/^/dm-crypt-lbs: /'
+} 2>/dev/null || true)
 said=$(grep -F 'dm-crypt-lbs: ' <<<"$klog" | tr '\n' ' ' || true)
 want="dm-crypt-lbs: kernel $(uname -r): its own dm_crypt is crypt v1.30.0 ("
 chose=$(grep -cF "$want" <<<"$klog" || true)
