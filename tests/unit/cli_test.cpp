@@ -15,7 +15,7 @@
 #include "cli.hpp"
 #include "fakes.hpp"
 #include "generate_cmd.hpp"
-#include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
 #include "output.hpp"
 #include "temp_dir.hpp"
 

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 
 using lbscrypt::CompletedRecord;
 using lbscrypt::CryptSide;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// Online reencrypt (reencrypt_online.hpp): the tables the users' mapping carries during a run,
+// Online reencrypt (reencrypt/online.hpp): the tables the users' mapping carries during a run,
 // checked against dm-crypt's rules as written here (not against the code's own arithmetic);
 // the live table compared with what the user gave; and whole runs on a fake kernel whose
 // mapping the test reads and writes as the users would, between the hotzones, while the order
@@ -24,8 +24,8 @@
 
 #include "fakes.hpp"
 #include "file_bytes.hpp"
-#include "lbscrypt/reencrypt_online.hpp"
-#include "lbscrypt/reencrypt_run.hpp"
+#include "lbscrypt/reencrypt/online.hpp"
+#include "lbscrypt/reencrypt/run.hpp"
 
 using lbscrypt::CryptFlags;
 using lbscrypt::CryptSide;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// One offline run as `lbscrypt reencrypt` drives it (reencrypt_run.hpp): the order of checks,
+// One offline run as `lbscrypt reencrypt` drives it (reencrypt/run.hpp): the order of checks,
 // keys, state, registry and engine, on a fake kernel and devices, a volume in memory behind a
 // fake cipher written here, and real state, journal and registry files in a temporary
 // directory. The engine's power cuts are reencrypt_engine_test's.
@@ -24,7 +24,7 @@
 
 #include "fakes.hpp"
 #include "file_bytes.hpp"
-#include "lbscrypt/reencrypt_run.hpp"
+#include "lbscrypt/reencrypt/run.hpp"
 
 using lbscrypt::CryptSide;
 using lbscrypt::EngineOutcome;
@@ -608,7 +608,7 @@ TEST_CASE("reencrypt run: --resume removes what a killed run left, unless it is 
   const auto state = lbscrypt::read_state(f.state);
   REQUIRE(state.ok());
   // What a kill -9 leaves: the run's two private mappings (names and uuids written out here
-  // as reencrypt_io.hpp describes them), beside a mapping that is not the run's.
+  // as reencrypt/io.hpp describes them), beside a mapping that is not the run's.
   const std::string prefix = "lbscrypt-reenc-" + state->run_id.substr(0, 16) + "-";
   for (const std::string side : {"old", "new"}) {
     lbscrypt::CreateRequest request;

@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "lbscrypt/crypttab.hpp"
-#include "lbscrypt/reencrypt.hpp"
-#include "lbscrypt/reencrypt_online_checks.hpp"
-#include "lbscrypt/reencrypt_run.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
+#include "lbscrypt/reencrypt/online_checks.hpp"
+#include "lbscrypt/reencrypt/run.hpp"
 #include "output.hpp"
 #include "stop_signal.hpp"
 
