@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// One offline run as `lbscrypt reencrypt` drives it (reencrypt_run.hpp): the order of checks,
-// keys, state, registry and engine, on a fake kernel and devices, a volume in memory behind a
-// fake cipher written here, and real state, journal and registry files in a temporary
+// One offline run as `lbscrypt reencrypt` drives it (reencrypt/run.hpp): the order of checks,
+// keys, state, registry and engine, on a fake kernel and devices, a volume in memory behind
+// the fake cipher (fake_cipher.hpp), and real state, journal and registry files in a temporary
 // directory. The engine's power cuts are reencrypt_engine_test's.
 #include <catch2/catch.hpp>
 
@@ -22,9 +22,10 @@
 #include <utility>
 #include <vector>
 
+#include "fake_cipher.hpp"
 #include "fakes.hpp"
 #include "file_bytes.hpp"
-#include "lbscrypt/reencrypt_run.hpp"
+#include "lbscrypt/reencrypt/run.hpp"
 
 using lbscrypt::CryptSide;
 using lbscrypt::EngineOutcome;
@@ -35,6 +36,7 @@ using lbscrypt::ReencryptState;
 using lbscrypt::ReencryptSteps;
 using lbscrypt::Result;
 using lbscrypt::SecretBuffer;
+using lbscrypt::test::fake_crypt;
 using lbscrypt::test::FakeBlockDevices;
 using lbscrypt::test::FakeKernel;
 
@@ -46,17 +48,8 @@ using Bytes = std::vector<std::uint8_t>;
 constexpr std::uint64_t kRunTestBytes = 256 * 1024ULL;
 constexpr std::uint64_t kRunTestHotzone = 64 * 1024ULL;
 
-// The fake cipher: byte j of the sector numbered n (in its own sector size's units) under key
-// byte k is XORed with (k + 31 n + j) mod 256. Encrypting and decrypting are the same.
-void run_fake_crypt(const CryptSide &side, std::uint8_t key, std::span<std::uint8_t> bytes,
-                    std::uint64_t position) {
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    const std::uint64_t at = position + i;
-    const std::uint64_t sector = at / side.sector_size;
-    const std::uint64_t j = at % side.sector_size;
-    bytes[i] ^= static_cast<std::uint8_t>((key + 31 * sector + j) % 256);
-  }
-}
+// The volume in memory goes through the fake cipher (fake_cipher.hpp) with skip 0 (the runs
+// here have none).
 
 // The volume in memory: what the device holds, read and written through the two sides.
 struct Volume {
@@ -83,17 +76,17 @@ class MemoryIo final : public lbscrypt::DeviceReencryptIo {
   }
   Result<void> read_old(std::uint64_t position, std::span<std::uint8_t> out) override {
     static_cast<void>(read_raw(position, out));
-    run_fake_crypt(state_.old_side, old_key_, out, position);
+    fake_crypt(state_.old_side, old_key_, 0, position, out);
     return {};
   }
   Result<void> write_new(std::uint64_t position, std::span<const std::uint8_t> data) override {
     Bytes cipher(data.begin(), data.end());
-    run_fake_crypt(state_.new_side, new_key_, cipher, position);
+    fake_crypt(state_.new_side, new_key_, 0, position, cipher);
     return write_raw(position, cipher);
   }
   Result<void> read_new(std::uint64_t position, std::span<std::uint8_t> out) override {
     static_cast<void>(read_raw(position, out));
-    run_fake_crypt(state_.new_side, new_key_, out, position);
+    fake_crypt(state_.new_side, new_key_, 0, position, out);
     return {};
   }
   Result<void> flush() override { return {}; }
@@ -156,7 +149,7 @@ struct RunFixture {
       plain[i] = static_cast<std::uint8_t>(i * 7 + i / 4096);
     }
     volume.raw = plain;
-    run_fake_crypt(old_side(), old_key, volume.raw, 0);
+    fake_crypt(old_side(), old_key, 0, 0, volume.raw);
   }
   RunFixture(const RunFixture &) = delete;
   RunFixture &operator=(const RunFixture &) = delete;
@@ -213,7 +206,7 @@ struct RunFixture {
   // The plaintext as the new side reads it.
   [[nodiscard]] Bytes read_new() const {
     Bytes out = volume.raw;
-    run_fake_crypt(new_side(), new_key, out, 0);
+    fake_crypt(new_side(), new_key, 0, 0, out);
     return out;
   }
 
@@ -608,7 +601,7 @@ TEST_CASE("reencrypt run: --resume removes what a killed run left, unless it is 
   const auto state = lbscrypt::read_state(f.state);
   REQUIRE(state.ok());
   // What a kill -9 leaves: the run's two private mappings (names and uuids written out here
-  // as reencrypt_io.hpp describes them), beside a mapping that is not the run's.
+  // as reencrypt/io.hpp describes them), beside a mapping that is not the run's.
   const std::string prefix = "lbscrypt-reenc-" + state->run_id.substr(0, 16) + "-";
   for (const std::string side : {"old", "new"}) {
     lbscrypt::CreateRequest request;

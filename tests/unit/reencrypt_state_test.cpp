@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "temp_dir.hpp"
 
 using lbscrypt::Errc;

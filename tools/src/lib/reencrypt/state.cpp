@@ -22,9 +22,9 @@
 #include <utility>
 
 #include "file_descriptor.hpp"
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "lbscrypt/table.hpp"
-#include "reencrypt_files.hpp"
+#include "reencrypt/files.hpp"
 
 namespace lbscrypt {
 
@@ -477,7 +477,7 @@ Result<ReencryptState> state_from_json(std::string_view text, const std::string 
     return reader.error();
   }
   // "device_identity" is absent only where the run's device was no block device (the unit
-  // tests' stand-in, reencrypt_run.cpp); the MAC covers its absence as every other field.
+  // tests' stand-in, reencrypt/run.cpp); the MAC covers its absence as every other field.
   if (doc.contains("device_identity")) {
     reader.expect_keys(
         doc, "",

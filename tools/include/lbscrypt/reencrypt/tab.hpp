@@ -16,7 +16,7 @@
 
 #include "lbscrypt/crypttab.hpp"
 #include "lbscrypt/keys.hpp"
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "lbscrypt/result.hpp"
 
 namespace lbscrypt {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "lbscrypt/reencrypt_tab.hpp"
+#include "lbscrypt/reencrypt/tab.hpp"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include <system_error>
 #include <utility>
 
-#include "reencrypt_files.hpp"
+#include "reencrypt/files.hpp"
 
 namespace lbscrypt {
 

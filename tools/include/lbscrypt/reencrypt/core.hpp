@@ -1,19 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // `lbscrypt reencrypt`, offline: a closed plain volume's key, cipher or sector size changed in
-// place, one hotzone at a time, safe against a power cut at every write.
+// place, one hotzone at a time, safe against a power cut at every write. This header holds
+// what the other headers of lbscrypt/reencrypt/ build on: the parameters, the run's
+// authentication, the state file, the journal and the engine.
 //
-// The parts, each in its own file:
-// - the state file (reencrypt_state.cpp): the run's parameters and the key verifiers, JSON,
+// The parts, each in its own file under src/lib/reencrypt/:
+// - the state file (state.cpp): the run's parameters and the key verifiers, JSON,
 //   written once before the first byte and replaced atomically;
-// - the journal (reencrypt_journal.cpp): STATE.journal beside it, two commit slots and a
+// - the journal (journal.cpp): STATE.journal beside it, two commit slots and a
 //   copy of the hotzone's old ciphertext;
-// - the engine (reencrypt_engine.cpp): the hotzone loop and its recovery, on the Io and
+// - the engine (engine.cpp): the hotzone loop and its recovery, on the Io and
 //   JournalStore interfaces, so every cut point is tested on the host;
-// - the real I/O (reencrypt_io.cpp): two private device-mapper mappings over the device, the
+// - the real I/O (io.cpp): two private device-mapper mappings over the device, the
 //   old parameters read-only and the new read-write, and the device itself, all O_DIRECT;
-// - the registry (reencrypt_registry.cpp): the runs in progress, which open, attach, the
+// - the registry (registry.cpp): the runs in progress, which open, attach, the
 //   generator and the initramfs hook consult;
-// - the plan (reencrypt_plan.cpp): every refusal, before a byte is written.
+// - the plan (plan.cpp): every refusal, before a byte is written.
 //
 // Positions are bytes from the start of the volume's data (the device's offset * 512).
 #pragma once
@@ -30,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "lbscrypt/reencrypt_identity.hpp"
+#include "lbscrypt/reencrypt/identity.hpp"
 #include "lbscrypt/result.hpp"
 #include "lbscrypt/secret.hpp"
 
@@ -115,7 +117,7 @@ struct ReencryptState {
   std::string run_id;     // 32 lower-case hex characters, random; also in every journal slot
   std::string device;     // the path given (canonical: absolute, links resolved)
   std::string device_id;  // the registry's stable id of the device (reencrypt_registry)
-  // What the device is made of (reencrypt_identity.hpp), recorded when the run starts;
+  // What the device is made of (reencrypt/identity.hpp), recorded when the run starts;
   // nullopt where the run's device was no block device (the unit tests' stand-in).
   std::optional<DeviceFingerprint> device_identity;
   std::uint64_t offset = 0;         // 512-byte sectors on the device where the data starts

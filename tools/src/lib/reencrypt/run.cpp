@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "lbscrypt/reencrypt_run.hpp"
+#include "lbscrypt/reencrypt/run.hpp"
 
 #include <fmt/format.h>
 #include <sys/random.h>
@@ -12,13 +12,13 @@
 #include <utility>
 
 #include "lbscrypt/crypttab.hpp"
-#include "lbscrypt/reencrypt_identity.hpp"
-#include "lbscrypt/reencrypt_leftovers.hpp"
-#include "lbscrypt/reencrypt_online.hpp"
-#include "lbscrypt/reencrypt_online_checks.hpp"
-#include "lbscrypt/reencrypt_plan.hpp"
-#include "lbscrypt/reencrypt_registry.hpp"
-#include "lbscrypt/reencrypt_tab.hpp"
+#include "lbscrypt/reencrypt/identity.hpp"
+#include "lbscrypt/reencrypt/leftovers.hpp"
+#include "lbscrypt/reencrypt/online.hpp"
+#include "lbscrypt/reencrypt/online_checks.hpp"
+#include "lbscrypt/reencrypt/plan.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
+#include "lbscrypt/reencrypt/tab.hpp"
 
 namespace lbscrypt {
 
@@ -133,7 +133,7 @@ RunDevice run_device(const std::string &device, const std::filesystem::path &sys
   return RunDevice{std::move(identity), std::move(key)};
 }
 
-// What the device is made of (reencrypt_identity.hpp), recorded in the state. A device sysfs
+// What the device is made of (reencrypt/identity.hpp), recorded in the state. A device sysfs
 // cannot describe (a loop device over a deleted file) could not be found again: refused.
 // nullopt only for a path that stat does not see as a block device (the unit tests' stand-in).
 Result<std::optional<DeviceFingerprint>> run_identity(const std::string &device,
@@ -729,7 +729,7 @@ Result<void> locate_run_device(ReencryptState &state, const std::filesystem::pat
   return {};
 }
 
-// The private mappings a killed run left (reencrypt_leftovers.hpp), removed: the state is
+// The private mappings a killed run left (reencrypt/leftovers.hpp), removed: the state is
 // locked. A mapping of the run that is open refuses the resume.
 Result<void> run_remove_leftovers(const ReencryptRequest &request, const ReencryptState &state,
                                   const Environment &env, std::string_view keep = {}) {

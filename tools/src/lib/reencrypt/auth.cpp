@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "lbscrypt/table.hpp"
 
 namespace lbscrypt {
