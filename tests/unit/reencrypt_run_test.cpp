@@ -518,6 +518,90 @@ TEST_CASE("reencrypt run: --update-tab after a cut between the rewrite and the r
   }
 }
 
+// Only the final switch left, perhaps without the old key: the state's parameters go into
+// the line only when its switch MAC verifies with the new key; a state without one (from
+// before the switch) takes both keys.
+TEST_CASE("reencrypt run: --resume with only the switch left checks the state with the new key",
+          "[reencrypt]") {
+  RunFixture f;
+  TabFixture t(f);
+  const fs::path away = f.dir / "new.key.away";
+  const fs::path early = f.dir / "state.early";
+  ReencryptSteps steps = f.steps();
+  // The state as the run wrote it at the start, kept; then the cut after the line's rewrite
+  // (the new key file gone, as in the test above).
+  steps.hooks.progress = [&](const lbscrypt::Progress &p) {
+    if (!fs::exists(early)) {
+      fs::copy_file(f.state, early);
+    }
+    if (p.done_bytes == kRunTestBytes) {
+      fs::rename(t.new_key_file, away);
+    }
+  };
+  const auto cut = lbscrypt::reencrypt_offline(t.request(false), f.env, steps);
+  REQUIRE_FALSE(cut.ok());
+  REQUIRE(fs::exists(early));
+  fs::rename(away, t.new_key_file);
+  const auto sealed = lbscrypt::read_state(f.state);
+  REQUIRE(sealed.ok());
+  CHECK(sealed->switch_mac.size() == 32);
+  const auto started = lbscrypt::read_state(early);
+  REQUIRE(started.ok());
+  CHECK(started->switch_mac.empty());
+  const std::string genuine = run_read_text(f.state);
+  const auto edit_state = [&](const std::function<void(nlohmann::ordered_json &)> &edit) {
+    auto doc = nlohmann::ordered_json::parse(genuine);
+    edit(doc);
+    std::ofstream(f.state, std::ios::binary | std::ios::trunc) << doc.dump(2) << "\n";
+  };
+  f.keys_asked = 0;
+
+  SECTION("a parameter edited after the switch began: refused, no file changed, no key asked") {
+    edit_state([](nlohmann::ordered_json &d) { d["new_side"]["sector_size"] = 512; });
+    const auto refused = lbscrypt::reencrypt_offline(t.request(true), f.env, f.steps());
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::invalid_argument);
+    CHECK_THAT(refused.error().message,
+               Catch::Contains("the state's final-switch MAC does not verify with the new key"));
+    CHECK(f.keys_asked == 0);
+    CHECK(run_read_text(t.tab) == t.after);
+    CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.old_key)));
+    CHECK(fs::exists(t.new_key_file));
+    CHECK(fs::exists(f.state));
+    CHECK_FALSE(f.registry_empty());
+  }
+  SECTION("the switch MAC taken out: the keyed resume refuses the state's own MAC") {
+    edit_state([](nlohmann::ordered_json &d) { d["switch_mac"] = ""; });
+    const auto refused = lbscrypt::reencrypt_offline(t.request(true), f.env, f.steps());
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::invalid_argument);
+    CHECK_THAT(refused.error().message,
+               Catch::Contains("the state's MAC does not verify with both keys"));
+    CHECK(f.keys_asked == 2);
+    CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.old_key)));
+    CHECK(fs::exists(t.new_key_file));
+    CHECK(fs::exists(f.state));
+  }
+  SECTION("the state from before the switch: both keys asked, and the run finishes") {
+    fs::copy_file(early, f.state, fs::copy_options::overwrite_existing);
+    const auto resumed = lbscrypt::reencrypt_offline(t.request(true), f.env, f.steps());
+    REQUIRE(resumed.ok());
+    CHECK(f.keys_asked == 2);
+    CHECK(run_read_text(t.tab) == t.after);
+    CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.new_key)));
+    CHECK_FALSE(fs::exists(f.state));
+    CHECK(f.registry_empty());
+    CHECK(f.read_new() == f.plain);
+  }
+  SECTION("as the run left it: the switch finishes with the new key file, no key asked") {
+    const auto resumed = lbscrypt::reencrypt_offline(t.request(true), f.env, f.steps());
+    REQUIRE(resumed.ok());
+    CHECK(f.keys_asked == 0);
+    CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.new_key)));
+    CHECK_FALSE(fs::exists(f.state));
+  }
+}
+
 TEST_CASE("reencrypt run: --update-tab refusals before a byte is written", "[reencrypt]") {
   RunFixture f;
   TabFixture t(f);

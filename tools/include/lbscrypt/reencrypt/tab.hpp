@@ -62,6 +62,15 @@ struct TabOutcome {
 [[nodiscard]] Result<TabChange> plan_tab_change(const TabEntry &entry, const CryptSide &new_side,
                                                 const TabUpdate &update, std::string_view tab_path);
 
+// The new key as the device's line will read it once the final switch has renamed a new key
+// file over the line's key file: from the new key file while it is there, else from the
+// line's key file (the rename was made), each read as the line reads its key (not checked
+// here). nullopt where nothing of the kind can be read (no file or no single line for the
+// device, a passphrase, the key kept): the caller asks for the key.
+[[nodiscard]] Result<std::optional<SecretBuffer>> tab_switch_key(
+    const std::filesystem::path &tab_path, const std::string &device, const CryptSide &new_side,
+    const TabUpdate &update);
+
 // The final switch's part in lbscrypttab: reads the file again, rewrites the device's line
 // when its options differ (write_lbscrypttab: atomic, mode and owner kept), then renames the
 // new key file over the line's key file once it shows it holds the new key (its verifier);
