@@ -15,7 +15,7 @@
 #include "cli.hpp"
 #include "fakes.hpp"
 #include "generate_cmd.hpp"
-#include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
 #include "output.hpp"
 #include "temp_dir.hpp"
 
@@ -1054,6 +1054,49 @@ TEST_CASE("cli reencrypt: --pbkdf-force-iterations below 1000, or with --resume,
   CHECK(cli.err.str() ==
         "lbscrypt: --pbkdf-force-iterations sets a new run's key verifiers; the state file "
         "holds them: drop it with --resume\n");
+  CHECK(cli.kernel.creates == 0);
+}
+
+TEST_CASE("cli reencrypt: the arguments' refusals, each one line and exit 1, in their order",
+          "[cli][reencrypt]") {
+  Cli cli;
+  const std::string state = "/nonexistent-lbscrypt/s.state";
+  const auto refused = [&cli](std::vector<std::string> args, const std::string &message) {
+    args.insert(args.begin(), "reencrypt");
+    CHECK(cli.run(args) == lbscrypt::cli::kExitInvalid);
+    CHECK(cli.out.str().empty());
+    CHECK(cli.err.str() == "lbscrypt: " + message + "\n");
+  };
+  refused({"--assume-version", "1.30.0", "--key-file", kKeyFile, "--state", state, "/dev/ram0"},
+          "--assume-version and --assume-page-size are for table and check; reencrypt always "
+          "asks the running kernel");
+  refused({"--abort", "--key-file", kKeyFile, "--state", state},
+          "--abort puts an online run's mapping right: give --active-name NAME and the run's "
+          "--state");
+  refused({"--resume", "--key-file", kKeyFile, "--state", state, "/dev/ram0"},
+          "--resume takes the device and the parameters from the state file: give only --state "
+          "and the keys");
+  refused({"--key-file", kKeyFile, "--state", state},
+          "give the volume's device, or --active-name NAME for an open one (or --resume)");
+  refused({"--keep-key", "--key-file", kKeyFile, "--new-key-file", kKeyFile, "--state", state,
+           "/dev/ram0"},
+          "--keep-key keeps the old key: drop the --new-key options");
+  // standard input is no terminal here: a key without a file comes from it
+  refused({"--new-sector-size", "4096", "--state", state, "/dev/ram0"},
+          "both keys would be read from standard input: give at least one with --key-file or "
+          "--new-key-file");
+  // the kernel's session comes before the request's own checks
+  refused({"--target", "no/target", "--new-key-size", "100", "--key-file", kKeyFile,
+           "--new-key-file", kKeyFile, "--state", state, "/dev/ram0"},
+          "--target 'no/target' is not a device-mapper target name: give 1 to 15 letters, digits, "
+          "'_' or '-' (crypt, or crypt_lbs beside the stock module)");
+  refused({"--new-key-size", "100", "--key-file", kKeyFile, "--new-key-file", kKeyFile, "--state",
+           state, "/dev/ram0"},
+          "--new-key-size 100 is not a whole number of bytes");
+  // a build without reencrypt's I/O (this test's services give none)
+  refused({"--key-file", kKeyFile, "--new-key-file", kKeyFile, "--new-sector-size", "4096",
+           "--state", state, "/dev/ram0"},
+          "reencrypt is not available in this build");
   CHECK(cli.kernel.creates == 0);
 }
 

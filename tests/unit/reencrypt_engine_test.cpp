@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The reencrypt engine on an in-memory volume: a fake cipher written here, a fake device whose
-// writes are volatile until flush() (a power cut loses or tears them in 512-byte units), and a
-// fake journal whose writes are durable when they return but tear when the cut comes during
-// one. The power is cut during every call of a run, in every tear shape, and a second run
-// must then finish with the plaintext intact.
+// The reencrypt engine on an in-memory volume: the fake cipher (fake_cipher.hpp), a fake device
+// whose writes are volatile until flush() (a power cut loses or tears them in 512-byte units), and
+// a fake journal whose writes are durable when they return but tear when the cut comes during one.
+// The power is cut during every call of a run, in every tear shape, and a second run must then
+// finish with the plaintext intact.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -19,7 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "lbscrypt/reencrypt.hpp"
+#include "fake_cipher.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 
 using lbscrypt::CompletedRecord;
 using lbscrypt::CryptSide;
@@ -33,35 +34,13 @@ using lbscrypt::Ok;
 using lbscrypt::Progress;
 using lbscrypt::ReencryptState;
 using lbscrypt::Result;
+using lbscrypt::test::fake_crypt;
+using lbscrypt::test::fake_iv;
+using lbscrypt::test::fake_keystream;
 
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
-
-// ---- a fake cipher, simple enough to check by hand ------------------------------------------
-// Byte j of a sector whose IV is iv, under the key byte k, is XORed with
-//   (k + 29 iv + 7 j + j / 256) mod 256,
-// so encrypting and decrypting are the same. The IV is counted as dm-crypt counts it: skip plus
-// the sector's start in 512-byte units, divided by the sector's 512-byte units with
-// iv_large_sectors.
-std::uint8_t fake_keystream(std::uint8_t key, std::uint64_t iv, std::uint64_t j) {
-  return static_cast<std::uint8_t>((key + 29 * iv + 7 * j + j / 256) % 256);
-}
-
-std::uint64_t fake_iv(const CryptSide &side, std::uint64_t skip, std::uint64_t sector_start) {
-  const std::uint64_t iv = skip + sector_start / 512;
-  return side.iv_large_sectors ? iv / (side.sector_size / 512) : iv;
-}
-
-// bytes hold whole sectors starting at data byte `position`.
-void fake_crypt(const CryptSide &side, std::uint8_t key, std::uint64_t skip, std::uint64_t position,
-                std::span<std::uint8_t> bytes) {
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    const std::uint64_t at = position + i;
-    const std::uint64_t start = at - at % side.sector_size;
-    bytes[i] ^= fake_keystream(key, fake_iv(side, skip, start), at - start);
-  }
-}
 
 // ---- a fake MAC: FNV-1a 64 of domain, position and bytes, in each of the MAC's four words ---
 lbscrypt::RunMac fake_mac(std::string_view domain, std::uint64_t position,

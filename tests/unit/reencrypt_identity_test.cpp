@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The identity of a reencrypt run's device (reencrypt_identity.hpp), on a sysfs tree made in
+// The identity of a reencrypt run's device (reencrypt/identity.hpp), on a sysfs tree made in
 // a temporary directory: loop devices whose backing_file names real files there (so stat(2)
 // gives them a device and an inode without root), virtio, USB and device-mapper disks.
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "lbscrypt/reencrypt_identity.hpp"
+#include "lbscrypt/reencrypt/identity.hpp"
 #include "temp_dir.hpp"
 
 using lbscrypt::bind_run_device;

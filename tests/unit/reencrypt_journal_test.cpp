@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "file_bytes.hpp"
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "temp_dir.hpp"
 
 using lbscrypt::CompletedRecord;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// What --resume removes of a killed run (reencrypt_leftovers.hpp): the decision on a listing
+// What --resume removes of a killed run (reencrypt/leftovers.hpp): the decision on a listing
 // written here, then the same through the fake kernel.
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fakes.hpp"
-#include "lbscrypt/reencrypt_leftovers.hpp"
+#include "lbscrypt/reencrypt/leftovers.hpp"
 #include "temp_dir.hpp"
 
 using lbscrypt::Errc;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lbscrypt/reencrypt_online_checks.hpp"
+#include "lbscrypt/reencrypt/online_checks.hpp"
 #include "temp_dir.hpp"
 
 using lbscrypt::DevNumber;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// Online reencrypt (reencrypt_online.hpp): the tables the users' mapping carries during a run,
+// Online reencrypt (reencrypt/online.hpp): the tables the users' mapping carries during a run,
 // checked against dm-crypt's rules as written here (not against the code's own arithmetic);
 // the live table compared with what the user gave; and whole runs on a fake kernel whose
 // mapping the test reads and writes as the users would, between the hotzones, while the order
@@ -22,10 +22,11 @@
 #include <utility>
 #include <vector>
 
+#include "fake_cipher.hpp"
 #include "fakes.hpp"
 #include "file_bytes.hpp"
-#include "lbscrypt/reencrypt_online.hpp"
-#include "lbscrypt/reencrypt_run.hpp"
+#include "lbscrypt/reencrypt/online.hpp"
+#include "lbscrypt/reencrypt/run.hpp"
 
 using lbscrypt::CryptFlags;
 using lbscrypt::CryptSide;
@@ -38,6 +39,8 @@ using lbscrypt::ReencryptState;
 using lbscrypt::ReencryptSteps;
 using lbscrypt::Result;
 using lbscrypt::SecretBuffer;
+using lbscrypt::test::fake_crypt;
+using lbscrypt::test::fake_keystream;
 using lbscrypt::test::FakeBlockDevices;
 using lbscrypt::test::FakeKernel;
 
@@ -280,22 +283,8 @@ namespace {
 
 // ---- whole runs ---------------------------------------------------------------------------
 
-// The fake cipher: byte j of the sector with IV iv under key byte k is XORed with
-// (k + 29 iv + 7 j) mod 256; the IV as dm-crypt counts it (online_model's rule).
-void online_crypt_at(std::uint8_t key, std::uint64_t iv, std::uint64_t j, std::uint8_t &byte) {
-  byte ^= static_cast<std::uint8_t>((key + 29 * iv + 7 * j) % 256);
-}
-
-// The device as the private mappings see it (offset and skip 0 here).
-void online_crypt_side(const CryptSide &side, std::uint8_t key, std::span<std::uint8_t> bytes,
-                       std::uint64_t position) {
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    const std::uint64_t at = position + i;
-    const std::uint64_t start = at - at % side.sector_size;
-    const std::uint64_t iv = side.iv_large_sectors ? start / side.sector_size : start / 512;
-    online_crypt_at(key, iv, at % side.sector_size, bytes[i]);
-  }
-}
+// The device's bytes go through the fake cipher (fake_cipher.hpp) with skip 0: offset and skip
+// are 0 here, and the private mappings see the device from its start.
 
 struct OnlineKilled : std::runtime_error {
   OnlineKilled() : std::runtime_error("kill -9") {}
@@ -395,7 +384,7 @@ class OnlineMemoryIo final : public lbscrypt::DeviceReencryptIo {
     // the hotzone and the unit after it, which the users may be writing: a read, not watched
     std::copy_n(volume_.raw.begin() + static_cast<std::ptrdiff_t>(position), out.size(),
                 out.begin());
-    online_crypt_side(state_.old_side, old_key_, out, position);
+    fake_crypt(state_.old_side, old_key_, 0, position, out);
     return {};
   }
   Result<void> write_new(std::uint64_t position, std::span<const std::uint8_t> data) override {
@@ -407,7 +396,7 @@ class OnlineMemoryIo final : public lbscrypt::DeviceReencryptIo {
     if (volume_.fail_writes_from && index >= *volume_.fail_writes_from) {
       // half of it written, then the device fails
       Bytes half(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(data.size() / 2));
-      online_crypt_side(state_.new_side, new_key_, half, position);
+      fake_crypt(state_.new_side, new_key_, 0, position, half);
       static_cast<void>(write_raw(position, half));
       return lbscrypt::make_error(Errc::device, "cannot write through the new parameters: EIO",
                                   EIO);
@@ -416,18 +405,18 @@ class OnlineMemoryIo final : public lbscrypt::DeviceReencryptIo {
       volume_.kill_at_write.reset();
       // half the hotzone written, then the process is gone
       Bytes half(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(data.size() / 2));
-      online_crypt_side(state_.new_side, new_key_, half, position);
+      fake_crypt(state_.new_side, new_key_, 0, position, half);
       static_cast<void>(write_raw(position, half));
       throw OnlineKilled();
     }
     Bytes cipher(data.begin(), data.end());
-    online_crypt_side(state_.new_side, new_key_, cipher, position);
+    fake_crypt(state_.new_side, new_key_, 0, position, cipher);
     return write_raw(position, cipher);
   }
   Result<void> read_new(std::uint64_t position, std::span<std::uint8_t> out) override {
     std::copy_n(volume_.raw.begin() + static_cast<std::ptrdiff_t>(position), out.size(),
                 out.begin());
-    online_crypt_side(state_.new_side, new_key_, out, position);
+    fake_crypt(state_.new_side, new_key_, 0, position, out);
     return {};
   }
   Result<void> flush() override { return {}; }
@@ -497,7 +486,7 @@ struct OnlineFixture {
       plain[i] = static_cast<std::uint8_t>(i * 7 + i / 4096);
     }
     volume.raw = plain;
-    online_crypt_side(old_side(), old_key, volume.raw, 0);
+    fake_crypt(old_side(), old_key, 0, 0, volume.raw);
     online_open(kernel, "vol", online_table(old_side(), online_key(old_key), kOnlineBytes));
     kernel.observe = [this](const std::string &event) { observe(event); };
   }
@@ -588,11 +577,11 @@ struct OnlineFixture {
       const std::uint8_t key = std::get<SecretBuffer>(line->key).data()[0];
       if (writing) {
         std::uint8_t byte = bytes[i];
-        online_crypt_at(key, model.iv, at % sector, byte);
+        byte ^= fake_keystream(key, model.iv, at % sector);
         volume.raw.at(device_at) = byte;
       } else {
         std::uint8_t byte = volume.raw.at(device_at);
-        online_crypt_at(key, model.iv, at % sector, byte);
+        byte ^= fake_keystream(key, model.iv, at % sector);
         bytes[i] = byte;
       }
     }
@@ -868,7 +857,7 @@ TEST_CASE(
     REQUIRE(resumed.ok());
     CHECK(resumed->report.outcome == EngineOutcome::finished);
     Bytes plain_now = f.volume.raw;
-    online_crypt_side(OnlineFixture::new_side(), f.new_key, plain_now, 0);
+    fake_crypt(OnlineFixture::new_side(), f.new_key, 0, 0, plain_now);
     CHECK(plain_now == f.plain);
     CHECK_FALSE(fs::exists(f.state));
     return;

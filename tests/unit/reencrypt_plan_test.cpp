@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fake_sysfs.hpp"
-#include "lbscrypt/reencrypt_plan.hpp"
+#include "lbscrypt/reencrypt/plan.hpp"
 #include "temp_dir.hpp"
 
 using lbscrypt::DevNumber;

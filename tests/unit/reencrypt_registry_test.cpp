@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "fake_sysfs.hpp"
-#include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
 #include "temp_dir.hpp"
 
 using lbscrypt::DeviceIdentity;

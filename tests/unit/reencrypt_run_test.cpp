@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// One offline run as `lbscrypt reencrypt` drives it (reencrypt_run.hpp): the order of checks,
-// keys, state, registry and engine, on a fake kernel and devices, a volume in memory behind a
-// fake cipher written here, and real state, journal and registry files in a temporary
+// One offline run as `lbscrypt reencrypt` drives it (reencrypt/run.hpp): the order of checks,
+// keys, state, registry and engine, on a fake kernel and devices, a volume in memory behind
+// the fake cipher (fake_cipher.hpp), and real state, journal and registry files in a temporary
 // directory. The engine's power cuts are reencrypt_engine_test's.
 #include <catch2/catch.hpp>
 
@@ -22,9 +22,10 @@
 #include <utility>
 #include <vector>
 
+#include "fake_cipher.hpp"
 #include "fakes.hpp"
 #include "file_bytes.hpp"
-#include "lbscrypt/reencrypt_run.hpp"
+#include "lbscrypt/reencrypt/run.hpp"
 
 using lbscrypt::CryptSide;
 using lbscrypt::EngineOutcome;
@@ -35,6 +36,7 @@ using lbscrypt::ReencryptState;
 using lbscrypt::ReencryptSteps;
 using lbscrypt::Result;
 using lbscrypt::SecretBuffer;
+using lbscrypt::test::fake_crypt;
 using lbscrypt::test::FakeBlockDevices;
 using lbscrypt::test::FakeKernel;
 
@@ -46,17 +48,8 @@ using Bytes = std::vector<std::uint8_t>;
 constexpr std::uint64_t kRunTestBytes = 256 * 1024ULL;
 constexpr std::uint64_t kRunTestHotzone = 64 * 1024ULL;
 
-// The fake cipher: byte j of the sector numbered n (in its own sector size's units) under key
-// byte k is XORed with (k + 31 n + j) mod 256. Encrypting and decrypting are the same.
-void run_fake_crypt(const CryptSide &side, std::uint8_t key, std::span<std::uint8_t> bytes,
-                    std::uint64_t position) {
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    const std::uint64_t at = position + i;
-    const std::uint64_t sector = at / side.sector_size;
-    const std::uint64_t j = at % side.sector_size;
-    bytes[i] ^= static_cast<std::uint8_t>((key + 31 * sector + j) % 256);
-  }
-}
+// The volume in memory goes through the fake cipher (fake_cipher.hpp) with skip 0 (the runs
+// here have none).
 
 // The volume in memory: what the device holds, read and written through the two sides.
 struct Volume {
@@ -83,17 +76,17 @@ class MemoryIo final : public lbscrypt::DeviceReencryptIo {
   }
   Result<void> read_old(std::uint64_t position, std::span<std::uint8_t> out) override {
     static_cast<void>(read_raw(position, out));
-    run_fake_crypt(state_.old_side, old_key_, out, position);
+    fake_crypt(state_.old_side, old_key_, 0, position, out);
     return {};
   }
   Result<void> write_new(std::uint64_t position, std::span<const std::uint8_t> data) override {
     Bytes cipher(data.begin(), data.end());
-    run_fake_crypt(state_.new_side, new_key_, cipher, position);
+    fake_crypt(state_.new_side, new_key_, 0, position, cipher);
     return write_raw(position, cipher);
   }
   Result<void> read_new(std::uint64_t position, std::span<std::uint8_t> out) override {
     static_cast<void>(read_raw(position, out));
-    run_fake_crypt(state_.new_side, new_key_, out, position);
+    fake_crypt(state_.new_side, new_key_, 0, position, out);
     return {};
   }
   Result<void> flush() override { return {}; }
@@ -156,7 +149,7 @@ struct RunFixture {
       plain[i] = static_cast<std::uint8_t>(i * 7 + i / 4096);
     }
     volume.raw = plain;
-    run_fake_crypt(old_side(), old_key, volume.raw, 0);
+    fake_crypt(old_side(), old_key, 0, 0, volume.raw);
   }
   RunFixture(const RunFixture &) = delete;
   RunFixture &operator=(const RunFixture &) = delete;
@@ -213,7 +206,7 @@ struct RunFixture {
   // The plaintext as the new side reads it.
   [[nodiscard]] Bytes read_new() const {
     Bytes out = volume.raw;
-    run_fake_crypt(new_side(), new_key, out, 0);
+    fake_crypt(new_side(), new_key, 0, 0, out);
     return out;
   }
 
@@ -525,6 +518,90 @@ TEST_CASE("reencrypt run: --update-tab after a cut between the rewrite and the r
   }
 }
 
+// Only the final switch left, perhaps without the old key: the state's parameters go into
+// the line only when its switch MAC verifies with the new key; a state without one (from
+// before the switch) takes both keys.
+TEST_CASE("reencrypt run: --resume with only the switch left checks the state with the new key",
+          "[reencrypt]") {
+  RunFixture f;
+  TabFixture t(f);
+  const fs::path away = f.dir / "new.key.away";
+  const fs::path early = f.dir / "state.early";
+  ReencryptSteps steps = f.steps();
+  // The state as the run wrote it at the start, kept; then the cut after the line's rewrite
+  // (the new key file gone, as in the test above).
+  steps.hooks.progress = [&](const lbscrypt::Progress &p) {
+    if (!fs::exists(early)) {
+      fs::copy_file(f.state, early);
+    }
+    if (p.done_bytes == kRunTestBytes) {
+      fs::rename(t.new_key_file, away);
+    }
+  };
+  const auto cut = lbscrypt::reencrypt_offline(t.request(false), f.env, steps);
+  REQUIRE_FALSE(cut.ok());
+  REQUIRE(fs::exists(early));
+  fs::rename(away, t.new_key_file);
+  const auto sealed = lbscrypt::read_state(f.state);
+  REQUIRE(sealed.ok());
+  CHECK(sealed->switch_mac.size() == 32);
+  const auto started = lbscrypt::read_state(early);
+  REQUIRE(started.ok());
+  CHECK(started->switch_mac.empty());
+  const std::string genuine = run_read_text(f.state);
+  const auto edit_state = [&](const std::function<void(nlohmann::ordered_json &)> &edit) {
+    auto doc = nlohmann::ordered_json::parse(genuine);
+    edit(doc);
+    std::ofstream(f.state, std::ios::binary | std::ios::trunc) << doc.dump(2) << "\n";
+  };
+  f.keys_asked = 0;
+
+  SECTION("a parameter edited after the switch began: refused, no file changed, no key asked") {
+    edit_state([](nlohmann::ordered_json &d) { d["new_side"]["sector_size"] = 512; });
+    const auto refused = lbscrypt::reencrypt_offline(t.request(true), f.env, f.steps());
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::invalid_argument);
+    CHECK_THAT(refused.error().message,
+               Catch::Contains("the state's final-switch MAC does not verify with the new key"));
+    CHECK(f.keys_asked == 0);
+    CHECK(run_read_text(t.tab) == t.after);
+    CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.old_key)));
+    CHECK(fs::exists(t.new_key_file));
+    CHECK(fs::exists(f.state));
+    CHECK_FALSE(f.registry_empty());
+  }
+  SECTION("the switch MAC taken out: the keyed resume refuses the state's own MAC") {
+    edit_state([](nlohmann::ordered_json &d) { d["switch_mac"] = ""; });
+    const auto refused = lbscrypt::reencrypt_offline(t.request(true), f.env, f.steps());
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::invalid_argument);
+    CHECK_THAT(refused.error().message,
+               Catch::Contains("the state's MAC does not verify with both keys"));
+    CHECK(f.keys_asked == 2);
+    CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.old_key)));
+    CHECK(fs::exists(t.new_key_file));
+    CHECK(fs::exists(f.state));
+  }
+  SECTION("the state from before the switch: both keys asked, and the run finishes") {
+    fs::copy_file(early, f.state, fs::copy_options::overwrite_existing);
+    const auto resumed = lbscrypt::reencrypt_offline(t.request(true), f.env, f.steps());
+    REQUIRE(resumed.ok());
+    CHECK(f.keys_asked == 2);
+    CHECK(run_read_text(t.tab) == t.after);
+    CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.new_key)));
+    CHECK_FALSE(fs::exists(f.state));
+    CHECK(f.registry_empty());
+    CHECK(f.read_new() == f.plain);
+  }
+  SECTION("as the run left it: the switch finishes with the new key file, no key asked") {
+    const auto resumed = lbscrypt::reencrypt_offline(t.request(true), f.env, f.steps());
+    REQUIRE(resumed.ok());
+    CHECK(f.keys_asked == 0);
+    CHECK(run_read_text(t.key_file) == std::string(64, static_cast<char>(f.new_key)));
+    CHECK_FALSE(fs::exists(f.state));
+  }
+}
+
 TEST_CASE("reencrypt run: --update-tab refusals before a byte is written", "[reencrypt]") {
   RunFixture f;
   TabFixture t(f);
@@ -608,7 +685,7 @@ TEST_CASE("reencrypt run: --resume removes what a killed run left, unless it is 
   const auto state = lbscrypt::read_state(f.state);
   REQUIRE(state.ok());
   // What a kill -9 leaves: the run's two private mappings (names and uuids written out here
-  // as reencrypt_io.hpp describes them), beside a mapping that is not the run's.
+  // as reencrypt/io.hpp describes them), beside a mapping that is not the run's.
   const std::string prefix = "lbscrypt-reenc-" + state->run_id.substr(0, 16) + "-";
   for (const std::string side : {"old", "new"}) {
     lbscrypt::CreateRequest request;

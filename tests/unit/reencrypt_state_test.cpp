@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "temp_dir.hpp"
 
 using lbscrypt::Errc;
@@ -85,7 +85,7 @@ ReencryptState sample_state() {
 
 // The sample as the file holds it, written by hand from the format's description.
 const char *const kSampleJson = R"({
-  "format": 2,
+  "format": 3,
   "run_id": "0123456789abcdef0123456789abcdef",
   "device": "/dev/vdb",
   "device_id": "wwn-0x5000c500a1b2c3d4",
@@ -118,6 +118,7 @@ const char *const kSampleJson = R"({
   "started": "2026-12-04T22:50:25Z",
   "first_unit_mac": "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f",
   "started_online": true,
+  "switch_mac": "",
   "mac": "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
 }
 )";
@@ -301,8 +302,8 @@ TEST_CASE("reencrypt state: JSON refusals name the field and the file", "[reencr
   CHECK_THAT(refusal([](J &d) { d.erase("skip"); }), Catch::Contains("field \"skip\" is missing"));
   CHECK_THAT(refusal([](J &d) { d["new_verifier"].erase("digest"); }),
              Catch::Contains("field \"new_verifier.digest\" is missing"));
-  CHECK_THAT(refusal([](J &d) { d["format"] = 3; }),
-             Catch::Contains("format 3 is not the one this lbscrypt reads (2): finish or abort "
+  CHECK_THAT(refusal([](J &d) { d["format"] = 4; }),
+             Catch::Contains("format 4 is not the one this lbscrypt reads (3): finish or abort "
                              "the run with the lbscrypt that started it"));
   // A run the previous lbscrypt started (no MAC): refused, saying why and what to do.
   CHECK(refusal([](J &d) {
@@ -311,9 +312,20 @@ TEST_CASE("reencrypt state: JSON refusals name the field and the file", "[reencr
           d.erase("first_unit_mac");
           d.erase("started_online");
         }) == std::string(kOrigin) +
-                  ": format 1 is not the one this lbscrypt reads (2): an earlier lbscrypt wrote "
-                  "it, without the MAC this one checks: finish or abort the run with the "
+                  ": format 1 is not the one this lbscrypt reads (3): an earlier lbscrypt wrote "
+                  "it, without the MACs this one checks: finish or abort the run with the "
                   "lbscrypt that started it");
+  // A run of the format before, without the final switch's MAC: refused the same way.
+  CHECK_THAT(refusal([](J &d) {
+               d["format"] = 2;
+               d.erase("switch_mac");
+             }),
+             Catch::Contains(": format 2 is not the one this lbscrypt reads (3): an earlier "
+                             "lbscrypt wrote it, without the MACs this one checks"));
+  CHECK_THAT(refusal([](J &d) { d.erase("switch_mac"); }),
+             Catch::Contains("field \"switch_mac\" is missing"));
+  CHECK_THAT(refusal([](J &d) { d["switch_mac"] = "0a"; }),
+             Catch::Contains("field \"switch_mac\" is not 64 lower-case hex characters"));
   CHECK_THAT(refusal([](J &d) { d.erase("mac"); }), Catch::Contains("field \"mac\" is missing"));
   CHECK_THAT(refusal([](J &d) { d["mac"] = "00"; }),
              Catch::Contains("field \"mac\" is not 64 lower-case hex characters"));
@@ -544,7 +556,7 @@ TEST_CASE("reencrypt state: the MAC covers every field, canonical JSON", "[reenc
   CHECK(lbscrypt::state_mac_text(state) ==
         R"({"data_bytes":67108864,"device":"/dev/vdb","device_id":"wwn-0x5000c500a1b2c3d4",)"
         R"("first_unit_mac":"404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f",)"
-        R"("format":2,"hotzone_bytes":1048576,"new_side":{"cipher":"aes-cbc-essiv:sha256",)"
+        R"("format":3,"hotzone_bytes":1048576,"new_side":{"cipher":"aes-cbc-essiv:sha256",)"
         R"("iv_large_sectors":true,"key_bytes":32,"sector_size":65536},"new_verifier":)"
         R"({"digest":"e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff",)"
         R"("iterations":1000,"salt":)"
@@ -555,7 +567,7 @@ TEST_CASE("reencrypt state: the MAC covers every field, canonical JSON", "[reenc
         R"("iterations":200000,"salt":)"
         R"("1111111111111111111111111111111111111111111111111111111111111111"},)"
         R"("run_id":"0123456789abcdef0123456789abcdef","skip":4096,)"
-        R"("started":"2026-12-04T22:50:25Z","started_online":true})");
+        R"("started":"2026-12-04T22:50:25Z","started_online":true,"switch_mac":""})");
 
   const SecretBuffer old_key = secret(std::string(64, 'o'));
   const SecretBuffer new_key = secret(std::string(32, 'n'));
@@ -604,6 +616,54 @@ TEST_CASE("reencrypt state: the MAC covers every field, canonical JSON", "[reenc
     REQUIRE(other.ok());
     CHECK_FALSE(lbscrypt::check_state_seal(sealed, *other, kOrigin).ok());
   }
+}
+
+TEST_CASE("reencrypt state: the final switch's MAC, under the new key alone", "[reencrypt]") {
+  const ReencryptState state = sample_state();
+  // The MAC text without "switch_mac" either.
+  const std::string text = lbscrypt::state_switch_text(state);
+  CHECK(text.find("switch_mac") == std::string::npos);
+  CHECK(text.find("\"mac\"") == std::string::npos);
+  CHECK(text != lbscrypt::state_mac_text(state));
+  const SecretBuffer new_key = secret(std::string(32, 'n'));
+  const auto auth = lbscrypt::RunAuth::derive_switch(new_key, state.run_id);
+  REQUIRE(auth.ok());
+  ReencryptState sealed = state;
+  REQUIRE(lbscrypt::seal_switch(sealed, *auth).ok());
+  // HKDF-SHA256 (salt "lbscrypt reencrypt switch key v1", info the run id) of the new key,
+  // then HMAC-SHA256 of "switch", a zero byte, data_bytes (8 bytes, little-endian) and the
+  // text: computed apart with Python's hmac and hashlib.
+  CHECK(to_hex(sealed.switch_mac) ==
+        "bb48071b54af0a063117a547eceb2ea5704033d312c7deb3ce47124311def207");
+  CHECK(lbscrypt::check_switch_seal(sealed, *auth, kOrigin).ok());
+  // The state's own MAC covers the switch MAC: one without it is another state.
+  CHECK(lbscrypt::state_mac_text(sealed) != lbscrypt::state_mac_text(state));
+  const std::vector<std::pair<const char *, std::function<void(ReencryptState &)>>> edits{
+      {"new sector", [](ReencryptState &s) { s.new_side.sector_size = 4096; }},
+      {"new cipher", [](ReencryptState &s) { s.new_side.cipher = "aes-xts-plain64"; }},
+      {"device", [](ReencryptState &s) { s.device = "/dev/vdc"; }},
+      {"data_bytes", [](ReencryptState &s) { s.data_bytes -= 65536; }},
+      {"verifier", [](ReencryptState &s) { s.new_verifier.digest[0] ^= 1U; }},
+      {"switch mac", [](ReencryptState &s) { s.switch_mac[0] ^= 1U; }},
+      {"none", [](ReencryptState &s) { s.switch_mac.clear(); }},
+  };
+  for (const auto &[name, edit] : edits) {
+    INFO(name);
+    ReencryptState edited = sealed;
+    edit(edited);
+    const auto refused = lbscrypt::check_switch_seal(edited, *auth, kOrigin);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::invalid_argument);
+    CHECK_THAT(refused.error().message,
+               Catch::Contains("the state's final-switch MAC does not verify with the new key"));
+  }
+  // Another new key, or the run key of both, does not verify it.
+  const auto other = lbscrypt::RunAuth::derive_switch(secret(std::string(32, 'm')), state.run_id);
+  REQUIRE(other.ok());
+  CHECK_FALSE(lbscrypt::check_switch_seal(sealed, *other, kOrigin).ok());
+  const auto run = lbscrypt::RunAuth::derive(secret(std::string(64, 'o')), new_key, state.run_id);
+  REQUIRE(run.ok());
+  CHECK_FALSE(lbscrypt::check_switch_seal(sealed, *run, kOrigin).ok());
 }
 
 // A removal that stops part way (here: the journal's wipe fails, as a power cut could stop

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fakes.hpp"
-#include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
 #include "lbscrypt/volume.hpp"
 #include "temp_dir.hpp"
 

@@ -13,7 +13,7 @@
 #include "lbscrypt/gating.hpp"
 #include "lbscrypt/kernel.hpp"
 #include "lbscrypt/keys.hpp"
-#include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
 #include "lbscrypt/result.hpp"
 #include "lbscrypt/table.hpp"
 
@@ -31,7 +31,7 @@ struct Environment {
   // 4096 needs its version, have the kernel load it (as a table load would) unless
   // dm-crypt-lbs is installed, whose place it would take (the user is told to load that).
   bool load_target = false;
-  // open and attach: the registry of reencrypt runs in progress (reencrypt_registry.hpp); a
+  // open and attach: the registry of reencrypt runs in progress (reencrypt/registry.hpp); a
   // device with a run there is refused before its key is asked for. A directory that does not
   // exist holds no run; nullopt consults none.
   std::optional<std::filesystem::path> reencrypt_registry{

@@ -17,8 +17,8 @@
 #include "lbscrypt/kernel.hpp"
 #include "lbscrypt/keys.hpp"
 #include "lbscrypt/matrix.hpp"
-#include "lbscrypt/reencrypt_registry.hpp"
-#include "lbscrypt/reencrypt_run.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
+#include "lbscrypt/reencrypt/run.hpp"
 #include "lbscrypt/result.hpp"
 #include "tty.hpp"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // `lbscrypt reencrypt`: a plain volume's key, cipher or sector size changed in place, closed
-// or (--active-name) open and mounted (the library's reencrypt_run.hpp), with progress on a
+// or (--active-name) open and mounted (the library's reencrypt/run.hpp), with progress on a
 // terminal or as JSON lines.
 #pragma once
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <ostream>
 
-#include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
 #include "options.hpp"
 #include "output.hpp"
 

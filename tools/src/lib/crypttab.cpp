@@ -22,7 +22,7 @@
 #include "lbscrypt/gating.hpp"
 #include "lbscrypt/numbers.hpp"
 #include "lbscrypt/table.hpp"
-#include "reencrypt_files.hpp"
+#include "reencrypt/files.hpp"
 
 namespace lbscrypt {
 

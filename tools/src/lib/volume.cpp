@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
 #include "lbscrypt/torn.hpp"
 
 namespace lbscrypt {

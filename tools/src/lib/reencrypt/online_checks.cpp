@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "lbscrypt/reencrypt_online_checks.hpp"
+#include "lbscrypt/reencrypt/online_checks.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -24,7 +24,7 @@
 #include <utility>
 
 #include "lbscrypt/numbers.hpp"
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 
 namespace lbscrypt {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // The reencrypt engine: where the journal says the run is, the recovery of a hotzone a power
-// cut interrupted, and the hotzone loop (reencrypt.hpp gives the order of the writes).
-#include "lbscrypt/reencrypt.hpp"
+// cut interrupted, and the hotzone loop (reencrypt/core.hpp gives the order of the writes).
+#include "lbscrypt/reencrypt/core.hpp"
 
 #include <sys/mman.h>
 

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "lbscrypt/kernel.hpp"
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "lbscrypt/result.hpp"
 #include "lbscrypt/secret.hpp"
 

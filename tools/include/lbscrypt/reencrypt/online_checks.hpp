@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "lbscrypt/reencrypt_registry.hpp"
-#include "lbscrypt/reencrypt_run.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
+#include "lbscrypt/reencrypt/run.hpp"
 #include "lbscrypt/result.hpp"
 
 namespace lbscrypt {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "lbscrypt/reencrypt_tab.hpp"
+#include "lbscrypt/reencrypt/tab.hpp"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include <system_error>
 #include <utility>
 
-#include "reencrypt_files.hpp"
+#include "reencrypt/files.hpp"
 
 namespace lbscrypt {
 
@@ -31,10 +31,10 @@ fs::path tab_plain_path(const std::string &path) {
   return out.lexically_normal();
 }
 
-// The new key file, read as the line reads its key file (the key itself, key-size bytes from
-// keyfile-offset), checked against the run's new verifier.
-Result<void> tab_key_is_new(const fs::path &file, const CryptSide &new_side,
-                            std::uint64_t keyfile_offset, const KeyVerifier &verifier) {
+// A key file read as the line reads its key file: the key itself, key-size bytes from
+// keyfile-offset.
+Result<SecretBuffer> tab_read_key(const fs::path &file, const CryptSide &new_side,
+                                  std::uint64_t keyfile_offset) {
   KeyOptions options;
   options.key_size_bits = new_side.key_bytes * 8;
   options.key_file = file.string();
@@ -46,7 +46,18 @@ Result<void> tab_key_is_new(const fs::path &file, const CryptSide &new_side,
   if (!key) {
     return key.error();
   }
-  return check_verifier(verifier, key->key, "new");
+  return std::move(key->key);
+}
+
+// The new key file, read as the line reads its key file, checked against the run's new
+// verifier.
+Result<void> tab_key_is_new(const fs::path &file, const CryptSide &new_side,
+                            std::uint64_t keyfile_offset, const KeyVerifier &verifier) {
+  auto key = tab_read_key(file, new_side, keyfile_offset);
+  if (!key) {
+    return key.error();
+  }
+  return check_verifier(verifier, *key, "new");
 }
 
 std::string tab_where(const TabEntry &entry, std::string_view tab_path) {
@@ -183,6 +194,38 @@ Result<TabChange> plan_tab_change(const TabEntry &entry, const CryptSide &new_si
                                   where, change.options, parsed.error().message));
   }
   return change;
+}
+
+Result<std::optional<SecretBuffer>> tab_switch_key(const std::filesystem::path &tab_path,
+                                                   const std::string &device,
+                                                   const CryptSide &new_side,
+                                                   const TabUpdate &update) {
+  auto text = tab_read(tab_path);
+  if (!text) {
+    return text.error().code == Errc::not_found ? Result<std::optional<SecretBuffer>>{std::nullopt}
+                                                : Result<std::optional<SecretBuffer>>{text.error()};
+  }
+  const Lbscrypttab tab = parse_lbscrypttab(*text, tab_path.string());
+  const auto entries = tab_entries_for(tab, device);
+  if (entries.size() != 1) {
+    return std::optional<SecretBuffer>{};
+  }
+  const TabEntry &entry = *entries.front();
+  auto change = plan_tab_change(entry, new_side, update, tab_path.string());
+  if (!change || !change->key_file || !change->new_key_file) {
+    return std::optional<SecretBuffer>{};
+  }
+  std::error_code error;
+  // Before the rename the new key file holds the key, after it the line's key file.
+  const fs::path &file =
+      fs::symlink_status(*change->new_key_file, error).type() == fs::file_type::not_found
+          ? *change->key_file
+          : *change->new_key_file;
+  auto key = tab_read_key(file, new_side, entry.volume.key.keyfile_offset);
+  if (!key) {
+    return key.error();
+  }
+  return std::optional<SecretBuffer>(std::move(key).value());
 }
 
 Result<TabOutcome> apply_tab_change(const std::filesystem::path &tab_path,

@@ -16,7 +16,7 @@
 
 #include "lbscrypt/crypttab.hpp"
 #include "lbscrypt/keys.hpp"
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "lbscrypt/result.hpp"
 
 namespace lbscrypt {
@@ -61,6 +61,15 @@ struct TabOutcome {
 // the parser would refuse. `tab_path` names the file in messages.
 [[nodiscard]] Result<TabChange> plan_tab_change(const TabEntry &entry, const CryptSide &new_side,
                                                 const TabUpdate &update, std::string_view tab_path);
+
+// The new key as the device's line will read it once the final switch has renamed a new key
+// file over the line's key file: from the new key file while it is there, else from the
+// line's key file (the rename was made), each read as the line reads its key (not checked
+// here). nullopt where nothing of the kind can be read (no file or no single line for the
+// device, a passphrase, the key kept): the caller asks for the key.
+[[nodiscard]] Result<std::optional<SecretBuffer>> tab_switch_key(
+    const std::filesystem::path &tab_path, const std::string &device, const CryptSide &new_side,
+    const TabUpdate &update);
 
 // The final switch's part in lbscrypttab: reads the file again, rewrites the device's line
 // when its options differ (write_lbscrypttab: atomic, mode and owner kept), then renames the

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "lbscrypt/reencrypt_plan.hpp"
+#include "lbscrypt/reencrypt/plan.hpp"
 
 #include <blkid/blkid.h>
 #include <sys/stat.h>

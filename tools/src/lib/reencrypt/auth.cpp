@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "lbscrypt/table.hpp"
 
 namespace lbscrypt {
@@ -29,6 +29,8 @@ constexpr std::size_t kAuthHashBytes = 32;
 constexpr std::size_t kAuthMaxBlocks = 255;
 constexpr std::string_view kAuthRunKeyLabel = "lbscrypt reencrypt run key v1";
 constexpr std::string_view kAuthStateDomain = "state";
+constexpr std::string_view kAuthSwitchKeyLabel = "lbscrypt reencrypt switch key v1";
+constexpr std::string_view kAuthSwitchDomain = "switch";
 
 struct AuthMacFree {
   void operator()(EVP_MAC *mac) const { EVP_MAC_free(mac); }
@@ -143,6 +145,15 @@ Result<RunAuth> RunAuth::derive(const SecretBuffer &old_key, const SecretBuffer 
   return RunAuth(std::move(key).value());
 }
 
+Result<RunAuth> RunAuth::derive_switch(const SecretBuffer &new_key, std::string_view run_id) {
+  auto key = hkdf_sha256(new_key.bytes(), auth_bytes(kAuthSwitchKeyLabel), auth_bytes(run_id),
+                         kAuthHashBytes);
+  if (!key) {
+    return key.error();
+  }
+  return RunAuth(std::move(key).value());
+}
+
 Result<RunMac> RunAuth::mac(std::string_view domain, std::uint64_t position,
                             std::span<const std::uint8_t> bytes) const {
   static constexpr std::array<std::uint8_t, 1> kSeparator{0};
@@ -181,6 +192,42 @@ Result<void> check_state_seal(const ReencryptState &state, const RunAuth &auth,
                                   "of it was changed since the run wrote it, or it is another "
                                   "run's: nothing was written; give the state file the run "
                                   "wrote, unchanged",
+                                  printable(origin.string())));
+  }
+  return Ok{};
+}
+
+std::string state_switch_text(const ReencryptState &state) {
+  nlohmann::json doc = nlohmann::json::parse(state_to_json(state));
+  doc.erase("mac");
+  doc.erase("switch_mac");
+  return doc.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+}
+
+Result<void> seal_switch(ReencryptState &state, const RunAuth &switch_auth) {
+  const std::string text = state_switch_text(state);
+  const auto mac = switch_auth.mac(kAuthSwitchDomain, state.data_bytes, auth_bytes(text));
+  if (!mac) {
+    return mac.error();
+  }
+  state.switch_mac.assign(mac->begin(), mac->end());
+  return Ok{};
+}
+
+Result<void> check_switch_seal(const ReencryptState &state, const RunAuth &switch_auth,
+                               const std::filesystem::path &origin) {
+  const std::string text = state_switch_text(state);
+  const auto mac = switch_auth.mac(kAuthSwitchDomain, state.data_bytes, auth_bytes(text));
+  if (!mac) {
+    return mac.error();
+  }
+  if (state.switch_mac.size() != mac->size() ||
+      CRYPTO_memcmp(state.switch_mac.data(), mac->data(), mac->size()) != 0) {
+    return make_error(Errc::invalid_argument,
+                      fmt::format("{}: the state's final-switch MAC does not verify with the new "
+                                  "key: a field of it was changed since the run wrote it, or it "
+                                  "is another run's: nothing was written; give the state file "
+                                  "the run wrote, unchanged",
                                   printable(origin.string())));
   }
   return Ok{};

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "lbscrypt/operations.hpp"
-#include "lbscrypt/reencrypt.hpp"
-#include "lbscrypt/reencrypt_io.hpp"
-#include "lbscrypt/reencrypt_plan.hpp"
-#include "lbscrypt/reencrypt_tab.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
+#include "lbscrypt/reencrypt/io.hpp"
+#include "lbscrypt/reencrypt/plan.hpp"
+#include "lbscrypt/reencrypt/tab.hpp"
 #include "lbscrypt/result.hpp"
 #include "lbscrypt/secret.hpp"
 #include "lbscrypt/table.hpp"
@@ -40,7 +40,7 @@ struct ReencryptRequest {
   std::uint64_t hotzone_bytes = kDefaultHotzoneBytes;
   std::filesystem::path registry_dir{kReencryptRegistry};
   std::filesystem::path sysfs = "/sys";
-  // Online: where /proc is (reencrypt_online_checks.hpp), and the key files given (not "-"),
+  // Online: where /proc is (reencrypt/online_checks.hpp), and the key files given (not "-"),
   // which must not be on NAME.
   std::filesystem::path proc = "/proc";
   std::vector<std::filesystem::path> key_files;
@@ -48,7 +48,7 @@ struct ReencryptRequest {
   // with the old parameters at the next boot), unless update_tab.
   std::optional<std::string> tab_text;
   std::string tab_path = "/etc/lbscrypttab";
-  // Online (reencrypt_online.hpp): the active mapping over the device, opened by lbscrypt or
+  // Online (reencrypt/online.hpp): the active mapping over the device, opened by lbscrypt or
   // cryptsetup plain, held by nothing else. A new run reads the old side from its table (the
   // device may be left empty: it is the table's); the table must match old_mapping.
   std::optional<std::string> active_name;
@@ -57,7 +57,7 @@ struct ReencryptRequest {
   // mappings and keep the run for a later --resume.
   bool abort = false;
   // --update-tab: a listed volume is taken (not an x-initrd.attach one), and at the final
-  // switch its line, read again from tab_path, gets the new parameters (reencrypt_tab.hpp).
+  // switch its line, read again from tab_path, gets the new parameters (reencrypt/tab.hpp).
   // A --resume of a run whose data is all converted does only the switch, and asks no key.
   std::optional<TabUpdate> update_tab;
 };
@@ -75,7 +75,7 @@ struct ReencryptSteps {
   std::function<Result<std::optional<FilesystemProbe>>(const std::string &node)> probe;
   std::function<std::string()> now_utc;
   std::function<void(const ReencryptState &)> started;  // optional: the state is written
-  // Online, once the refusals of reencrypt_online_checks.hpp passed and before NAME is first
+  // Online, once the refusals of reencrypt/online_checks.hpp passed and before NAME is first
   // suspended: lock the process's memory (lock_memory_for_online); a warning line or nullopt.
   // Optional (the unit tests lock nothing).
   std::function<std::optional<std::string>()> lock_memory;

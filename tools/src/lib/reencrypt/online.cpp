@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "lbscrypt/reencrypt_online.hpp"
+#include "lbscrypt/reencrypt/online.hpp"
 
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -12,7 +12,7 @@
 #include <utility>
 #include <variant>
 
-#include "lbscrypt/reencrypt_io.hpp"
+#include "lbscrypt/reencrypt/io.hpp"
 
 namespace lbscrypt {
 
@@ -213,7 +213,7 @@ Result<void> check_live_holder(const LiveMapping &live, const std::string &devic
   const std::string ours =
       fmt::format("device-mapper mapping {} (dm-{})", live.name, live.info.minor);
   // user_of joins the holders with ", "; a run's private mappings are lbscrypt-reenc-<16 hex
-  // of its id>-old and -new (reencrypt_io.hpp).
+  // of its id>-old and -new (reencrypt/io.hpp).
   const std::string run_prefix =
       run_id.size() >= kOnlineRunNameChars
           ? "device-mapper mapping " + reencrypt_mapping_name_prefix(run_id)

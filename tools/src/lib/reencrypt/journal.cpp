@@ -40,9 +40,9 @@
 #include <cstring>
 
 #include "file_descriptor.hpp"
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "lbscrypt/table.hpp"
-#include "reencrypt_files.hpp"
+#include "reencrypt/files.hpp"
 
 namespace lbscrypt {
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The real I/O of an offline reencrypt run (reencrypt_io.hpp): the device's raw bytes, its
+// The real I/O of an offline reencrypt run (reencrypt/io.hpp): the device's raw bytes, its
 // plaintext through a read-only mapping with the old parameters, and a read-write mapping
 // with the new ones. Never unit-tested on the host (no device-mapper there): the guest's
 // power-cut tests run it.
-#include "lbscrypt/reencrypt_io.hpp"
+#include "lbscrypt/reencrypt/io.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -21,7 +21,7 @@
 
 #include "lbscrypt/kernel.hpp"
 #include "lbscrypt/operations.hpp"
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "lbscrypt/result.hpp"
 #include "lbscrypt/secret.hpp"
 #include "lbscrypt/table.hpp"

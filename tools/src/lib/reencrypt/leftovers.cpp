@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The cleanup of a killed run's private mappings (reencrypt_leftovers.hpp): the decision is
+// The cleanup of a killed run's private mappings (reencrypt/leftovers.hpp): the decision is
 // plan_leftover_removal, unit-tested on a made-up listing; the kernel calls stay thin.
-#include "lbscrypt/reencrypt_leftovers.hpp"
+#include "lbscrypt/reencrypt/leftovers.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "lbscrypt/device.hpp"
-#include "lbscrypt/reencrypt_io.hpp"
+#include "lbscrypt/reencrypt/io.hpp"
 #include "lbscrypt/table.hpp"
 
 namespace lbscrypt {

@@ -22,9 +22,9 @@
 #include <utility>
 
 #include "file_descriptor.hpp"
-#include "lbscrypt/reencrypt.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
 #include "lbscrypt/table.hpp"
-#include "reencrypt_files.hpp"
+#include "reencrypt/files.hpp"
 
 namespace lbscrypt {
 
@@ -420,6 +420,7 @@ std::string state_to_json(const ReencryptState &state) {
   out["started"] = state.started;
   out["first_unit_mac"] = statefile_hex(state.first_unit_mac);
   out["started_online"] = state.started_online;
+  out["switch_mac"] = statefile_hex(state.switch_mac);
   out["mac"] = statefile_hex(state.mac);
   // A string that is not UTF-8 is replaced, not thrown on: write_state reads its text back
   // and refuses a state that does not survive.
@@ -472,23 +473,23 @@ Result<ReencryptState> state_from_json(std::string_view text, const std::string 
         "lbscrypt that started it",
         format->get<std::uint64_t>(), kStateFormat,
         format->get<std::uint64_t>() < kStateFormat
-            ? ": an earlier lbscrypt wrote it, without the MAC this one checks"
+            ? ": an earlier lbscrypt wrote it, without the MACs this one checks"
             : ""));
     return reader.error();
   }
   // "device_identity" is absent only where the run's device was no block device (the unit
-  // tests' stand-in, reencrypt_run.cpp); the MAC covers its absence as every other field.
+  // tests' stand-in, reencrypt/run.cpp); the MAC covers its absence as every other field.
   if (doc.contains("device_identity")) {
     reader.expect_keys(
         doc, "",
         {"format", "run_id", "device", "device_id", "device_identity", "offset", "skip",
          "data_bytes", "hotzone_bytes", "old_side", "new_side", "old_verifier", "new_verifier",
-         "started", "first_unit_mac", "started_online", "mac"});
+         "started", "first_unit_mac", "started_online", "switch_mac", "mac"});
   } else {
     reader.expect_keys(doc, "",
                        {"format", "run_id", "device", "device_id", "offset", "skip", "data_bytes",
                         "hotzone_bytes", "old_side", "new_side", "old_verifier", "new_verifier",
-                        "started", "first_unit_mac", "started_online", "mac"});
+                        "started", "first_unit_mac", "started_online", "switch_mac", "mac"});
   }
   ReencryptState state;
   state.format = reader.number32(doc, "", "format");
@@ -539,6 +540,11 @@ Result<ReencryptState> state_from_json(std::string_view text, const std::string 
   state.started = reader.text(doc, "", "started", true);
   state.first_unit_mac = reader.hex_bytes(doc, "", "first_unit_mac", kStatefileDigestBytes);
   state.started_online = reader.boolean(doc, "", "started_online");
+  // empty until the final switch begins
+  if (const std::string switch_mac = reader.text(doc, "", "switch_mac", true);
+      !reader.failed() && !switch_mac.empty()) {
+    state.switch_mac = reader.hex_bytes(doc, "", "switch_mac", kStatefileDigestBytes);
+  }
   state.mac = reader.hex_bytes(doc, "", "mac", kStatefileDigestBytes);
   if (reader.failed()) {
     return reader.error();

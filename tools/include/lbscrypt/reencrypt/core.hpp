@@ -1,19 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // `lbscrypt reencrypt`, offline: a closed plain volume's key, cipher or sector size changed in
-// place, one hotzone at a time, safe against a power cut at every write.
+// place, one hotzone at a time, safe against a power cut at every write. This header holds
+// what the other headers of lbscrypt/reencrypt/ build on: the parameters, the run's
+// authentication, the state file, the journal and the engine.
 //
-// The parts, each in its own file:
-// - the state file (reencrypt_state.cpp): the run's parameters and the key verifiers, JSON,
+// The parts, each in its own file under src/lib/reencrypt/:
+// - the state file (state.cpp): the run's parameters and the key verifiers, JSON,
 //   written once before the first byte and replaced atomically;
-// - the journal (reencrypt_journal.cpp): STATE.journal beside it, two commit slots and a
+// - the journal (journal.cpp): STATE.journal beside it, two commit slots and a
 //   copy of the hotzone's old ciphertext;
-// - the engine (reencrypt_engine.cpp): the hotzone loop and its recovery, on the Io and
+// - the engine (engine.cpp): the hotzone loop and its recovery, on the Io and
 //   JournalStore interfaces, so every cut point is tested on the host;
-// - the real I/O (reencrypt_io.cpp): two private device-mapper mappings over the device, the
+// - the real I/O (io.cpp): two private device-mapper mappings over the device, the
 //   old parameters read-only and the new read-write, and the device itself, all O_DIRECT;
-// - the registry (reencrypt_registry.cpp): the runs in progress, which open, attach, the
+// - the registry (registry.cpp): the runs in progress, which open, attach, the
 //   generator and the initramfs hook consult;
-// - the plan (reencrypt_plan.cpp): every refusal, before a byte is written.
+// - the plan (plan.cpp): every refusal, before a byte is written.
 //
 // Positions are bytes from the start of the volume's data (the device's offset * 512).
 #pragma once
@@ -30,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "lbscrypt/reencrypt_identity.hpp"
+#include "lbscrypt/reencrypt/identity.hpp"
 #include "lbscrypt/result.hpp"
 #include "lbscrypt/secret.hpp"
 
@@ -93,6 +95,11 @@ class RunAuth {
  public:
   [[nodiscard]] static Result<RunAuth> derive(const SecretBuffer &old_key,
                                               const SecretBuffer &new_key, std::string_view run_id);
+  // The final switch's key, from the new key alone (another label): a --resume that only
+  // has the switch left may no longer have the old key (the new key file may have replaced
+  // it), yet must not take parameters from a state it cannot check.
+  [[nodiscard]] static Result<RunAuth> derive_switch(const SecretBuffer &new_key,
+                                                     std::string_view run_id);
   // HMAC-SHA256 of: the domain, a zero byte, the position (8 bytes, little-endian), the bytes.
   [[nodiscard]] Result<RunMac> mac(std::string_view domain, std::uint64_t position,
                                    std::span<const std::uint8_t> bytes) const;
@@ -104,9 +111,10 @@ class RunAuth {
 
 // ---- the state file --------------------------------------------------------------------
 
-// Format 2: the state carries a MAC (format 1, without one, is refused: its run is finished
-// or aborted with the lbscrypt that started it).
-inline constexpr std::uint32_t kStateFormat = 2;
+// Format 3: the state carries a MAC, and from the final switch on a second one under the new
+// key alone (formats 1 and 2, without them, are refused: their runs are finished or aborted
+// with the lbscrypt that started them).
+inline constexpr std::uint32_t kStateFormat = 3;
 // A hotzone is at most 1 GiB, as cryptsetup's LUKS2 hotzone: the journal holds one.
 inline constexpr std::uint64_t kMaxHotzoneBytes = std::uint64_t{1} << 30U;
 
@@ -115,7 +123,7 @@ struct ReencryptState {
   std::string run_id;     // 32 lower-case hex characters, random; also in every journal slot
   std::string device;     // the path given (canonical: absolute, links resolved)
   std::string device_id;  // the registry's stable id of the device (reencrypt_registry)
-  // What the device is made of (reencrypt_identity.hpp), recorded when the run starts;
+  // What the device is made of (reencrypt/identity.hpp), recorded when the run starts;
   // nullopt where the run's device was no block device (the unit tests' stand-in).
   std::optional<DeviceFingerprint> device_identity;
   std::uint64_t offset = 0;         // 512-byte sectors on the device where the data starts
@@ -133,6 +141,11 @@ struct ReencryptState {
   // Started online: the users wrote through NAME until the first hotzone, so the first unit
   // was not recorded (first_unit_mac is zeros) and NAME's table is what a --resume checks.
   bool started_online = false;
+  // Empty until the final switch (--update-tab) begins; then the MAC of every field but
+  // this one and mac (state_switch_text) under RunAuth::derive_switch, written before the
+  // first change to lbscrypttab or a key file: a --resume that has only the switch left
+  // checks it with the new key alone, and without it asks for both keys.
+  std::vector<std::uint8_t> switch_mac;  // empty or 32 bytes
   // The MAC of every other field (state_mac_text), under the run's key (RunAuth).
   std::vector<std::uint8_t> mac;  // 32 bytes
   bool operator==(const ReencryptState &) const = default;
@@ -147,6 +160,15 @@ struct ReencryptState {
 // another run's): checked once both keys are proven, before a byte is written.
 [[nodiscard]] Result<void> check_state_seal(const ReencryptState &state, const RunAuth &auth,
                                             const std::filesystem::path &origin);
+// What the switch's MAC covers: state_mac_text without "switch_mac" either.
+[[nodiscard]] std::string state_switch_text(const ReencryptState &state);
+// Sets state.switch_mac (switch_auth: RunAuth::derive_switch); the state's own MAC, which
+// covers switch_mac, is sealed again after it.
+[[nodiscard]] Result<void> seal_switch(ReencryptState &state, const RunAuth &switch_auth);
+// Errc::invalid_argument when switch_mac is absent or does not verify with the new key.
+[[nodiscard]] Result<void> check_switch_seal(const ReencryptState &state,
+                                             const RunAuth &switch_auth,
+                                             const std::filesystem::path &origin);
 
 // Strict JSON: unknown or missing keys, a wrong type or format, and inconsistent sizes are
 // Errc::invalid_argument naming the field and the file.

@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
 #include "lbscrypt/result.hpp"
 
 namespace lbscrypt {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // What a killed reencrypt run leaves in device-mapper: its private mappings
-// (reencrypt_io.hpp), which hold the device and would refuse the next --resume. --resume
+// (reencrypt/io.hpp), which hold the device and would refuse the next --resume. --resume
 // removes them itself, under the state lock, before its checks: only the run's own (its uuid
 // prefix, which carries the whole run id) and never one that is open.
 #pragma once

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
-// The identity of a reencrypt run's device (reencrypt_identity.hpp): read from sysfs, kept
+// The identity of a reencrypt run's device (reencrypt/identity.hpp): read from sysfs, kept
 // as JSON in the state file, compared on --resume.
-#include "lbscrypt/reencrypt_identity.hpp"
+#include "lbscrypt/reencrypt/identity.hpp"
 
 #include <sys/stat.h>
 #include <sys/sysmacros.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "lbscrypt/reencrypt_run.hpp"
+#include "lbscrypt/reencrypt/run.hpp"
 
 #include <fmt/format.h>
 #include <sys/random.h>
@@ -12,13 +12,13 @@
 #include <utility>
 
 #include "lbscrypt/crypttab.hpp"
-#include "lbscrypt/reencrypt_identity.hpp"
-#include "lbscrypt/reencrypt_leftovers.hpp"
-#include "lbscrypt/reencrypt_online.hpp"
-#include "lbscrypt/reencrypt_online_checks.hpp"
-#include "lbscrypt/reencrypt_plan.hpp"
-#include "lbscrypt/reencrypt_registry.hpp"
-#include "lbscrypt/reencrypt_tab.hpp"
+#include "lbscrypt/reencrypt/identity.hpp"
+#include "lbscrypt/reencrypt/leftovers.hpp"
+#include "lbscrypt/reencrypt/online.hpp"
+#include "lbscrypt/reencrypt/online_checks.hpp"
+#include "lbscrypt/reencrypt/plan.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
+#include "lbscrypt/reencrypt/tab.hpp"
 
 namespace lbscrypt {
 
@@ -133,7 +133,7 @@ RunDevice run_device(const std::string &device, const std::filesystem::path &sys
   return RunDevice{std::move(identity), std::move(key)};
 }
 
-// What the device is made of (reencrypt_identity.hpp), recorded in the state. A device sysfs
+// What the device is made of (reencrypt/identity.hpp), recorded in the state. A device sysfs
 // cannot describe (a loop device over a deleted file) could not be found again: refused.
 // nullopt only for a path that stat does not see as a block device (the unit tests' stand-in).
 Result<std::optional<DeviceFingerprint>> run_identity(const std::string &device,
@@ -276,11 +276,47 @@ void run_remove_moved_entries(const ReencryptRequest &request, const ReencryptSt
   }
 }
 
+// What the final switch seals the state with before it changes a file: the run's new key and
+// its MACs' key.
+struct RunSeal {
+  const SecretBuffer &new_key;
+  const RunAuth &auth;
+};
+
+// Before the first change to lbscrypttab or a key file, the state gets the switch's MAC under
+// the new key alone (then its own MAC again, which covers it), durably: a --resume that finds
+// only the switch left, perhaps without the old key any more, checks the parameters it writes
+// into the line with the new key.
+Result<void> run_seal_switch(const ReencryptRequest &request, const ReencryptState &state,
+                             const RunSeal &seal) {
+  ReencryptState sealed = state;
+  auto switch_auth = RunAuth::derive_switch(seal.new_key, state.run_id);
+  if (!switch_auth) {
+    return switch_auth.error();
+  }
+  if (auto r = seal_switch(sealed, *switch_auth); !r) {
+    return r;
+  }
+  if (auto r = seal_state(sealed, seal.auth); !r) {
+    return r;
+  }
+  return write_state(request.state, sealed);
+}
+
 // The final switch, the data all converted: the lbscrypttab line (--update-tab) first, then the
 // registry entry and the state. A cut anywhere in it leaves the state, and a --resume does
-// what is left (each step sees whether it was done).
+// what is left (each step sees whether it was done). `seal`: the run's keys, nullptr where the
+// state carries the switch's MAC already (checked by the caller).
 Result<void> run_final_switch(const ReencryptRequest &request, const ReencryptState &state,
-                              ReencryptOutcome &outcome) {
+                              ReencryptOutcome &outcome, const RunSeal *seal) {
+  if (request.update_tab && state.switch_mac.empty() && seal != nullptr) {
+    if (auto r = run_seal_switch(request, state, *seal); !r) {
+      return Error{r.error().code,
+                   fmt::format("{}; the data is all converted, the run ends with: {}",
+                               r.error().message, run_resume_hint(request.state)),
+                   r.error().os_errno};
+    }
+  }
   if (request.update_tab) {
     auto tab = apply_tab_change(request.tab_path, state.device, state.new_side, *request.update_tab,
                                 state.new_verifier);
@@ -303,22 +339,49 @@ Result<void> run_final_switch(const ReencryptRequest &request, const ReencryptSt
 }
 
 Result<void> finish_run(DeviceReencryptIo &io, const ReencryptRequest &request,
-                        const ReencryptState &state, ReencryptOutcome &outcome) {
+                        const ReencryptState &state, ReencryptOutcome &outcome,
+                        const RunSeal &seal) {
   auto closed = io.close();
   if (outcome.report.outcome != EngineOutcome::finished) {
     return closed;
   }
-  if (auto r = run_final_switch(request, state, outcome); !r) {
+  if (auto r = run_final_switch(request, state, outcome, &seal); !r) {
     return r;
   }
   return closed;
 }
 
-// A --resume with --update-tab of a run whose data is all converted (a cut in the final
-// switch): only the switch is left, and it asks for no key (the new key file may have replaced
-// the old key's already). nullopt: the run is not that far.
+// The new key for a --resume that has only the switch left: read from the new key file or,
+// once it was renamed, the line's key file; asked for only where the line has no such file.
+// Checked against the run's new verifier.
+Result<SecretBuffer> switch_new_key(const ReencryptRequest &request, const ReencryptState &state,
+                                    const ReencryptSteps &steps) {
+  auto from_tab =
+      tab_switch_key(request.tab_path, state.device, state.new_side, *request.update_tab);
+  if (!from_tab) {
+    return from_tab.error();
+  }
+  auto key = *from_tab ? Result<SecretBuffer>(std::move(**from_tab))
+                       : run_key(steps.new_key, state.new_side.key_bytes, "new");
+  if (!key) {
+    return key.error();
+  }
+  if (auto r = check_verifier(state.new_verifier, *key, "new"); !r) {
+    return r.error();
+  }
+  return key;
+}
+
+// A --resume with --update-tab of a run whose data is all converted and whose final switch
+// began (a cut in it): only the switch is left. The old key may be gone (the new key file may
+// have replaced it), so the state is checked with the new key alone (its switch MAC), which
+// comes from the line's files where it can. nullopt: the run is not that far, or its switch
+// had not begun (no switch MAC: the keyed --resume checks everything and does it).
+// `recorded`: the state as read, whose MAC is checked.
 Result<std::optional<ReencryptOutcome>> run_finish_only(const ReencryptRequest &request,
-                                                        const ReencryptState &state) {
+                                                        const ReencryptState &state,
+                                                        const ReencryptState &recorded,
+                                                        const ReencryptSteps &steps) {
   {
     // No key: the slots are read without their MACs (nothing is written to the device).
     auto journal = open_journal(journal_path(request.state), state.run_id, state.hotzone_bytes,
@@ -334,10 +397,26 @@ Result<std::optional<ReencryptOutcome>> run_finish_only(const ReencryptRequest &
       return std::optional<ReencryptOutcome>{};
     }
   }
+  if (state.switch_mac.empty()) {
+    return std::optional<ReencryptOutcome>{};
+  }
+  {
+    auto new_key = switch_new_key(request, state, steps);
+    if (!new_key) {
+      return new_key.error();
+    }
+    auto switch_auth = RunAuth::derive_switch(*new_key, state.run_id);
+    if (!switch_auth) {
+      return switch_auth.error();
+    }
+    if (auto r = check_switch_seal(recorded, *switch_auth, request.state); !r) {
+      return r.error();
+    }
+  }
   ReencryptOutcome outcome{state, {}, {}, {}, {}, {}};
   outcome.report.outcome = EngineOutcome::finished;
   outcome.report.progress = Progress{state.data_bytes, state.data_bytes, state.data_bytes, 0};
-  if (auto r = run_final_switch(request, state, outcome); !r) {
+  if (auto r = run_final_switch(request, state, outcome, nullptr); !r) {
     return r.error();
   }
   return std::optional<ReencryptOutcome>(std::move(outcome));
@@ -362,7 +441,7 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
                                         const ReencryptState &state, DeviceReencryptIo &io,
                                         JournalStore &journal, bool create,
                                         const ReencryptSteps &steps, OnlineSwitch *live_switch,
-                                        ReencryptOutcome outcome) {
+                                        ReencryptOutcome outcome, const RunSeal &seal) {
   const RegistryEntry entry = run_entry(request, state);
   const auto listed = find_entry(request.registry_dir, state.device, request.sysfs);
   if (!listed) {
@@ -437,7 +516,7 @@ Result<ReencryptOutcome> run_registered(const ReencryptRequest &request,
       outcome.active_name = live_switch->name();
     }
   }
-  if (auto r = finish_run(io, request, state, outcome); !r) {
+  if (auto r = finish_run(io, request, state, outcome, seal); !r) {
     return r.error();
   }
   return outcome;
@@ -529,7 +608,8 @@ Result<ReencryptOutcome> run_with(const ReencryptRequest &request, ReencryptStat
     live_switch->set_boundary(0);
   }
   return run_registered(request, state, **io, **journal, create, steps,
-                        live_switch ? &*live_switch : nullptr, std::move(outcome));
+                        live_switch ? &*live_switch : nullptr, std::move(outcome),
+                        RunSeal{new_key, *auth});
 }
 
 // Online: the active mapping NAME and the old side the user gave, checked against each other
@@ -729,7 +809,7 @@ Result<void> locate_run_device(ReencryptState &state, const std::filesystem::pat
   return {};
 }
 
-// The private mappings a killed run left (reencrypt_leftovers.hpp), removed: the state is
+// The private mappings a killed run left (reencrypt/leftovers.hpp), removed: the state is
 // locked. A mapping of the run that is open refuses the resume.
 Result<void> run_remove_leftovers(const ReencryptRequest &request, const ReencryptState &state,
                                   const Environment &env, std::string_view keep = {}) {
@@ -877,7 +957,7 @@ Result<ReencryptOutcome> resume_run(const ReencryptRequest &request, const Envir
     return r.error();
   }
   if (request.update_tab) {
-    auto done = run_finish_only(request, *state);
+    auto done = run_finish_only(request, *state, recorded, steps);
     if (!done) {
       return done.error();
     }
@@ -1045,7 +1125,7 @@ Result<ReencryptOutcome> resume_online(const ReencryptRequest &request, const En
     return r.error();
   }
   return run_registered(request, *state, **io, **journal, false, steps, &live_switch,
-                        std::move(outcome));
+                        std::move(outcome), RunSeal{keys->new_key, keys->auth});
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "lbscrypt/operations.hpp"
-#include "lbscrypt/reencrypt.hpp"
-#include "lbscrypt/reencrypt_registry.hpp"
+#include "lbscrypt/reencrypt/core.hpp"
+#include "lbscrypt/reencrypt/registry.hpp"
 #include "lbscrypt/result.hpp"
 
 namespace lbscrypt {
