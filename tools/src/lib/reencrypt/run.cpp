@@ -286,21 +286,26 @@ struct RunSeal {
 // Before the first change to lbscrypttab or a key file, the state gets the switch's MAC under
 // the new key alone (then its own MAC again, which covers it), durably: a --resume that finds
 // only the switch left, perhaps without the old key any more, checks the parameters it writes
-// into the line with the new key.
-Result<void> run_seal_switch(const ReencryptRequest &request, const ReencryptState &state,
-                             const RunSeal &seal) {
+// into the line with the new key. The state file written is a new inode, and the run's lock
+// holds the old one: the new one is locked here, for the rest of the switch (another run that
+// took it in between does the switch itself, and this one stops).
+Result<StateLock> run_seal_switch(const ReencryptRequest &request, const ReencryptState &state,
+                                  const RunSeal &seal) {
   ReencryptState sealed = state;
   auto switch_auth = RunAuth::derive_switch(seal.new_key, state.run_id);
   if (!switch_auth) {
     return switch_auth.error();
   }
   if (auto r = seal_switch(sealed, *switch_auth); !r) {
-    return r;
+    return r.error();
   }
   if (auto r = seal_state(sealed, seal.auth); !r) {
-    return r;
+    return r.error();
   }
-  return write_state(request.state, sealed);
+  if (auto r = write_state(request.state, sealed); !r) {
+    return r.error();
+  }
+  return StateLock::acquire(request.state);
 }
 
 // The final switch, the data all converted: the lbscrypttab line (--update-tab) first, then the
@@ -309,13 +314,16 @@ Result<void> run_seal_switch(const ReencryptRequest &request, const ReencryptSta
 // state carries the switch's MAC already (checked by the caller).
 Result<void> run_final_switch(const ReencryptRequest &request, const ReencryptState &state,
                               ReencryptOutcome &outcome, const RunSeal *seal) {
+  std::optional<StateLock> sealed_lock;
   if (request.update_tab && state.switch_mac.empty() && seal != nullptr) {
-    if (auto r = run_seal_switch(request, state, *seal); !r) {
-      return Error{r.error().code,
+    auto locked = run_seal_switch(request, state, *seal);
+    if (!locked) {
+      return Error{locked.error().code,
                    fmt::format("{}; the data is all converted, the run ends with: {}",
-                               r.error().message, run_resume_hint(request.state)),
-                   r.error().os_errno};
+                               locked.error().message, run_resume_hint(request.state)),
+                   locked.error().os_errno};
     }
+    sealed_lock.emplace(std::move(locked).value());
   }
   if (request.update_tab) {
     auto tab = apply_tab_change(request.tab_path, state.device, state.new_side, *request.update_tab,
