@@ -161,11 +161,34 @@ Result<RunMac> RunAuth::mac(std::string_view domain, std::uint64_t position,
   return auth_hmac(key_.bytes(), {auth_bytes(domain), kSeparator, at, bytes});
 }
 
-std::string state_mac_text(const ReencryptState &state) {
+namespace {
+
+// The state file's JSON without the fields named, keys sorted, compact, non-ASCII escaped.
+std::string state_text_without(const ReencryptState &state,
+                               std::initializer_list<std::string_view> fields) {
   // nlohmann::json keeps an object's keys sorted: the same state, the same text.
   nlohmann::json doc = nlohmann::json::parse(state_to_json(state));
-  doc.erase("mac");
+  for (const std::string_view field : fields) {
+    doc.erase(std::string(field));
+  }
   return doc.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+}
+
+// Whether `stored` is the MAC of `text` under `auth` (compared in constant time).
+Result<bool> auth_mac_matches(const RunAuth &auth, std::string_view domain, std::uint64_t position,
+                              const std::string &text, const std::vector<std::uint8_t> &stored) {
+  const auto mac = auth.mac(domain, position, auth_bytes(text));
+  if (!mac) {
+    return mac.error();
+  }
+  return stored.size() == mac->size() &&
+         CRYPTO_memcmp(stored.data(), mac->data(), mac->size()) == 0;
+}
+
+}  // namespace
+
+std::string state_mac_text(const ReencryptState &state) {
+  return state_text_without(state, {"mac"});
 }
 
 Result<void> seal_state(ReencryptState &state, const RunAuth &auth) {
@@ -180,13 +203,12 @@ Result<void> seal_state(ReencryptState &state, const RunAuth &auth) {
 
 Result<void> check_state_seal(const ReencryptState &state, const RunAuth &auth,
                               const std::filesystem::path &origin) {
-  const std::string text = state_mac_text(state);
-  const auto mac = auth.mac(kAuthStateDomain, 0, auth_bytes(text));
-  if (!mac) {
-    return mac.error();
+  const auto matches =
+      auth_mac_matches(auth, kAuthStateDomain, 0, state_mac_text(state), state.mac);
+  if (!matches) {
+    return matches.error();
   }
-  if (state.mac.size() != mac->size() ||
-      CRYPTO_memcmp(state.mac.data(), mac->data(), mac->size()) != 0) {
+  if (!*matches) {
     return make_error(Errc::invalid_argument,
                       fmt::format("{}: the state's MAC does not verify with both keys: a field "
                                   "of it was changed since the run wrote it, or it is another "
@@ -198,10 +220,7 @@ Result<void> check_state_seal(const ReencryptState &state, const RunAuth &auth,
 }
 
 std::string state_switch_text(const ReencryptState &state) {
-  nlohmann::json doc = nlohmann::json::parse(state_to_json(state));
-  doc.erase("mac");
-  doc.erase("switch_mac");
-  return doc.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+  return state_text_without(state, {"mac", "switch_mac"});
 }
 
 Result<void> seal_switch(ReencryptState &state, const RunAuth &switch_auth) {
@@ -216,13 +235,12 @@ Result<void> seal_switch(ReencryptState &state, const RunAuth &switch_auth) {
 
 Result<void> check_switch_seal(const ReencryptState &state, const RunAuth &switch_auth,
                                const std::filesystem::path &origin) {
-  const std::string text = state_switch_text(state);
-  const auto mac = switch_auth.mac(kAuthSwitchDomain, state.data_bytes, auth_bytes(text));
-  if (!mac) {
-    return mac.error();
+  const auto matches = auth_mac_matches(switch_auth, kAuthSwitchDomain, state.data_bytes,
+                                        state_switch_text(state), state.switch_mac);
+  if (!matches) {
+    return matches.error();
   }
-  if (state.switch_mac.size() != mac->size() ||
-      CRYPTO_memcmp(state.switch_mac.data(), mac->data(), mac->size()) != 0) {
+  if (!*matches) {
     return make_error(Errc::invalid_argument,
                       fmt::format("{}: the state's final-switch MAC does not verify with the new "
                                   "key: a field of it was changed since the run wrote it, or it "
