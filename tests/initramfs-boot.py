@@ -7,8 +7,11 @@ console as a person at the machine would (tests/initramfs-check).
         --answer PROMPT=TEXT... --expect LINE... --timeout S --log FILE
 
 Each --answer types TEXT and a return when PROMPT appears on the console (once
-each, in order); the run passes when every --expect line has appeared, in
-order, before the guest powers off. Prints what it saw and why it failed;
+each, in order: the same PROMPT twice is answered at its first and its second
+appearance); the run passes when every --expect line has appeared, in order,
+before the guest powers off. Answers and expected lines are each in order,
+followed apart (a line expected between two prompts is found however the
+console's output was split). Prints what it saw and why it failed;
 exit 0 on success, 1 otherwise.
 """
 import argparse
@@ -46,7 +49,8 @@ def main():
                                                    stdout=subprocess.PIPE,
                                                    stderr=subprocess.STDOUT) as p:
         fd = p.stdout.fileno()
-        mark = 0        # where the next prompt or line is looked for
+        amark = 0       # where the next prompt is looked for
+        emark = 0       # where the next expected line is looked for
         while True:
             left = a.timeout - (time.time() - start)
             if left <= 0:
@@ -63,16 +67,16 @@ def main():
                 log.write(chunk)
                 log.flush()
                 seen += chunk
-            while answers and answers[0][0].encode() in seen[mark:]:
+            while answers and answers[0][0].encode() in seen[amark:]:
                 prompt, text = answers.pop(0)
-                mark = seen.index(prompt.encode(), mark) + len(prompt)
+                amark = seen.index(prompt.encode(), amark) + len(prompt)
                 time.sleep(0.5)     # the prompt is written before echo is turned off
                 p.stdin.write(text.encode() + b"\r")
                 p.stdin.flush()
                 print("initramfs-boot: typed an answer to %r after %.0f s"
                       % (prompt, time.time() - start))
-            while expects and expects[0].encode() in seen[mark:]:
-                mark = seen.index(expects[0].encode(), mark) + len(expects[0])
+            while expects and expects[0].encode() in seen[emark:]:
+                emark = seen.index(expects[0].encode(), emark) + len(expects[0])
                 print("initramfs-boot: saw %r after %.0f s" % (expects.pop(0),
                                                                time.time() - start))
     missing = [p for p, _ in answers] + expects
