@@ -130,7 +130,7 @@ class Finder {
   // The sysfs directory of the block device a /dev path names: its links followed inside
   // `dev` (/dev/disk/by-uuid/X -> ../../dm-3), the last name looked up in class/block; for a
   // /dev/mapper node that is no link, the mapping of that dm/name.
-  std::optional<fs::path> block_dir(const std::string &path) const {
+  [[nodiscard]] std::optional<fs::path> block_dir(const std::string &path) const {
     fs::path at = inputs_.dev / path.substr(std::string_view("/dev/").size());
     for (int hop = 0; hop < kMaxDepth; ++hop) {
       std::error_code ec;
