@@ -317,6 +317,10 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
     }
   }
   request.tab_path = kLbscrypttab;
+  if (request.tab_text) {
+    // The volumes this system's boot needs: refused as x-initrd.attach ones are.
+    request.boot = read_boot_volumes(BootArgs{}, services, err, "lbscrypt");
+  }
   if (args.update_tab) {
     TabUpdate update;
     if (args.keep_key) {
