@@ -4,7 +4,7 @@
 console as a person at the machine would (tests/initramfs-check).
 
     tests/initramfs-boot.py --qemu Q --kernel K --initrd I --append A --disk IMG...
-        --answer PROMPT=TEXT... --expect LINE... --timeout S --log FILE
+        --answer PROMPT TEXT... --expect LINE... --timeout S --log FILE
 
 Each --answer types TEXT and a return when PROMPT appears on the console (once
 each, in order: the same PROMPT twice is answered at its first and its second
@@ -29,7 +29,8 @@ def main():
     ap.add_argument("--initrd", required=True)
     ap.add_argument("--append", required=True)
     ap.add_argument("--disk", action="append", default=[])
-    ap.add_argument("--answer", action="append", default=[])
+    # two words, PROMPT and TEXT: a prompt may hold '=' (LABEL=...), and so may a passphrase
+    ap.add_argument("--answer", action="append", nargs=2, default=[])
     ap.add_argument("--expect", action="append", default=[])
     ap.add_argument("--timeout", type=int, default=180)
     ap.add_argument("--log", required=True)
@@ -41,7 +42,7 @@ def main():
            "-no-reboot", "-kernel", a.kernel, "-initrd", a.initrd, "-append", a.append]
     for disk in a.disk:
         cmd += ["-drive", "file=%s,format=raw,if=virtio" % disk]
-    answers = [x.split("=", 1) for x in a.answer]
+    answers = [list(x) for x in a.answer]
     expects = list(a.expect)
     seen = b""
     start = time.time()
