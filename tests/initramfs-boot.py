@@ -4,11 +4,17 @@
 console as a person at the machine would (tests/initramfs-check).
 
     tests/initramfs-boot.py --qemu Q --kernel K --initrd I --append A --disk IMG...
-        --answer PROMPT=TEXT... --expect LINE... --timeout S --log FILE
+        --answer PROMPT TEXT... --expect LINE... [--hotplug TEXT IMG...] --timeout S --log FILE
 
 Each --answer types TEXT and a return when PROMPT appears on the console (once
-each, in order); the run passes when every --expect line has appeared, in
-order, before the guest powers off. Prints what it saw and why it failed;
+each, in order: the same PROMPT twice is answered at its first and its second
+appearance); each --hotplug adds IMG as a virtio disk (qemu's QMP: blockdev-add,
+device_add on the PCI bus, which the guest's ACPI hot-plug finds) once TEXT
+appears on the console: a disk that comes late, as a slow or assembled one does.
+The run passes when every --expect line has appeared, in order,
+before the guest powers off. Answers and expected lines are each in order,
+followed apart (a line expected between two prompts is found however the
+console's output was split). Prints what it saw and why it failed;
 exit 0 on success, 1 otherwise.
 """
 import argparse
@@ -19,6 +25,46 @@ import sys
 import time
 
 
+def hotplug(path, image, n):
+    """Adds IMAGE as virtio disk number N through the QMP socket PATH; returns
+    None, or what went wrong."""
+    import json
+    import socket
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(30)
+    try:
+        sock.connect(path)
+        stream = sock.makefile("rwb")
+
+        def reply():
+            while True:
+                line = stream.readline()
+                if not line:
+                    return {"error": {"desc": "QMP closed the connection"}}
+                msg = json.loads(line)
+                if "return" in msg or "error" in msg:
+                    return msg
+
+        stream.readline()   # the greeting
+        for command in ({"execute": "qmp_capabilities"},
+                        {"execute": "blockdev-add", "arguments": {
+                            "driver": "raw", "node-name": "hotplug%d" % n,
+                            "file": {"driver": "file", "filename": image}}},
+                        {"execute": "device_add", "arguments": {
+                            "driver": "virtio-blk-pci", "id": "hotdisk%d" % n,
+                            "drive": "hotplug%d" % n}}):
+            stream.write(json.dumps(command).encode() + b"\n")
+            stream.flush()
+            msg = reply()
+            if "error" in msg:
+                return "%s: %s" % (command["execute"], msg["error"].get("desc"))
+        return None
+    except (OSError, ValueError) as e:
+        return str(e)
+    finally:
+        sock.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--qemu", required=True)
@@ -26,8 +72,10 @@ def main():
     ap.add_argument("--initrd", required=True)
     ap.add_argument("--append", required=True)
     ap.add_argument("--disk", action="append", default=[])
-    ap.add_argument("--answer", action="append", default=[])
+    # two words, PROMPT and TEXT: a prompt may hold '=' (LABEL=...), and so may a passphrase
+    ap.add_argument("--answer", action="append", nargs=2, default=[])
     ap.add_argument("--expect", action="append", default=[])
+    ap.add_argument("--hotplug", action="append", nargs=2, default=[])
     ap.add_argument("--timeout", type=int, default=180)
     ap.add_argument("--log", required=True)
     a = ap.parse_args()
@@ -35,10 +83,18 @@ def main():
     # KVM guests hung under nested virtualisation).
     cmd = [a.qemu, "-M", "pc", "-cpu", "max", "-accel", "tcg,thread=single", "-m", "1024",
            "-smp", "1", "-display", "none", "-monitor", "none", "-serial", "stdio",
-           "-no-reboot", "-kernel", a.kernel, "-initrd", a.initrd, "-append", a.append]
+           "-no-reboot", "-kernel", a.kernel, "-initrd", a.initrd,
+           # as qemu/run: no IO-APIC timer test, which a loaded host's emulated PIT fails
+           "-append", a.append + " no_timer_check"]
     for disk in a.disk:
         cmd += ["-drive", "file=%s,format=raw,if=virtio" % disk]
-    answers = [x.split("=", 1) for x in a.answer]
+    qmp_path = a.log + ".qmp"
+    if a.hotplug:
+        if os.path.exists(qmp_path):
+            os.unlink(qmp_path)
+        cmd += ["-qmp", "unix:%s,server=on,wait=off" % qmp_path]
+    hotplugs = [list(x) for x in a.hotplug]
+    answers = [list(x) for x in a.answer]
     expects = list(a.expect)
     seen = b""
     start = time.time()
@@ -46,7 +102,8 @@ def main():
                                                    stdout=subprocess.PIPE,
                                                    stderr=subprocess.STDOUT) as p:
         fd = p.stdout.fileno()
-        mark = 0        # where the next prompt or line is looked for
+        amark = 0       # where the next prompt is looked for
+        emark = 0       # where the next expected line is looked for
         while True:
             left = a.timeout - (time.time() - start)
             if left <= 0:
@@ -63,19 +120,28 @@ def main():
                 log.write(chunk)
                 log.flush()
                 seen += chunk
-            while answers and answers[0][0].encode() in seen[mark:]:
+            while answers and answers[0][0].encode() in seen[amark:]:
                 prompt, text = answers.pop(0)
-                mark = seen.index(prompt.encode(), mark) + len(prompt)
+                amark = seen.index(prompt.encode(), amark) + len(prompt)
                 time.sleep(0.5)     # the prompt is written before echo is turned off
                 p.stdin.write(text.encode() + b"\r")
                 p.stdin.flush()
                 print("initramfs-boot: typed an answer to %r after %.0f s"
                       % (prompt, time.time() - start))
-            while expects and expects[0].encode() in seen[mark:]:
-                mark = seen.index(expects[0].encode(), mark) + len(expects[0])
+            while hotplugs and hotplugs[0][0].encode() in seen:
+                text, image = hotplugs.pop(0)
+                err = hotplug(qmp_path, image, len(a.hotplug) - len(hotplugs))
+                if err:
+                    p.kill()
+                    print("initramfs-boot: FAIL: could not add %s: %s" % (image, err))
+                    return 1
+                print("initramfs-boot: added the disk %s after %r, after %.0f s"
+                      % (image, text, time.time() - start))
+            while expects and expects[0].encode() in seen[emark:]:
+                emark = seen.index(expects[0].encode(), emark) + len(expects[0])
                 print("initramfs-boot: saw %r after %.0f s" % (expects.pop(0),
                                                                time.time() - start))
-    missing = [p for p, _ in answers] + expects
+    missing = [p for p, _ in answers] + [t for t, _ in hotplugs] + expects
     if missing:
         print("initramfs-boot: FAIL: %s before %r appeared (log %s); the console's last lines:"
               % (why, missing[0], a.log))

@@ -678,6 +678,13 @@ TEST_CASE("lbscrypttab: tags name the link udev makes, escaped as udev escapes",
   CHECK(tab.entries[0].path == "/dev/disk/by-label/Data\\x281\\x29");
   CHECK(tab.entries[1].path == tab.entries[0].path);
   CHECK(tab.entries[2].path == "/dev/disk/by-partlabel/\xc3\xa0");
+  // A control byte in a tag: the path would have it as \xNN, the DEVICE field tab list prints
+  // would hold it as written: refused.
+  CHECK_THAT(refusal("d LABEL=a\x0b"
+                     "b /etc/k cipher=aes-xts-plain64,size=256"),
+             Catch::Contains("holds a control character"));
+  CHECK_THAT(refusal("d LABEL=a\rb /etc/k cipher=aes-xts-plain64,size=256"),
+             Catch::Contains("holds a control character"));
 }
 
 TEST_CASE("lbscrypttab: allow-discards, swap and tmp as systemd takes them", "[crypttab]") {

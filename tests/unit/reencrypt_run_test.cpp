@@ -620,6 +620,20 @@ TEST_CASE("reencrypt run: --update-tab refusals before a byte is written", "[ree
     request.tab_text = text;
     message = "x-initrd.attach";
   }
+  SECTION("a line the boot needs, without x-initrd.attach: its line kept, another system") {
+    request.boot.uses["data"].push_back({"/", "fstab"});
+    message =
+        "is data in lbscrypttab, which holds / (fstab): the initramfs opens it at boot and "
+        "cannot resume a run, so a reboot mid-way would not boot; keep its line as it is "
+        "and reencrypt it from a rescue or live system";
+  }
+  SECTION("a line the boot needs, without --update-tab: not told to comment it out") {
+    request.update_tab.reset();
+    request.boot.uses["data"].push_back({"the resume device",
+                                         "resume= on the kernel command "
+                                         "line"});
+    message = "which holds the resume device (resume= on the kernel command line)";
+  }
   SECTION("a new passphrase for a line that reads a key file") {
     request.update_tab->new_key = lbscrypt::TabUpdate::NewKey::passphrase;
     message = "--new-key-file";

@@ -8,6 +8,8 @@
 #   lib/systemd/system-generators/lbscrypt-generator  a link to sbin/lbscrypt
 #   share/initramfs-tools/hooks/lbscrypt           tools/initramfs/hook
 #   share/initramfs-tools/scripts/local-top/lbscrypt  tools/initramfs/local-top
+#   share/initramfs-tools/scripts/local-block/lbscrypt  tools/initramfs/local-block
+#   /etc/lbscrypt/initramfs.conf                   tools/initramfs/initramfs.conf (the hook's)
 include(GNUInstallDirs)
 
 # The systemd generator (lbscrypttab(5)) is lbscrypt itself under another name: main.cpp runs
@@ -32,6 +34,12 @@ install(PROGRAMS "${CMAKE_CURRENT_SOURCE_DIR}/initramfs/hook"
         DESTINATION "${CMAKE_INSTALL_DATADIR}/initramfs-tools/hooks" RENAME lbscrypt)
 install(PROGRAMS "${CMAKE_CURRENT_SOURCE_DIR}/initramfs/local-top"
         DESTINATION "${CMAKE_INSTALL_DATADIR}/initramfs-tools/scripts/local-top" RENAME lbscrypt)
+install(PROGRAMS "${CMAKE_CURRENT_SOURCE_DIR}/initramfs/local-block"
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/initramfs-tools/scripts/local-block" RENAME lbscrypt)
+# The hook's configuration (KEYFILE_PATTERN), where it reads it: the full sysconfdir, /etc for
+# a /usr prefix (a conffile in the package).
+install(FILES "${CMAKE_CURRENT_SOURCE_DIR}/initramfs/initramfs.conf"
+        DESTINATION "${CMAKE_INSTALL_FULL_SYSCONFDIR}/lbscrypt")
 
 install(FILES "${CMAKE_CURRENT_SOURCE_DIR}/completion/lbscrypt"
         DESTINATION "${CMAKE_INSTALL_DATADIR}/bash-completion/completions")

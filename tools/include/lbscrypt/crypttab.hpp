@@ -111,11 +111,13 @@ struct TabEntry {
 // Whether the initramfs opens the volume: x-initrd.attach and not noauto.
 [[nodiscard]] bool opened_by_initrd(const TabEntry &entry);
 
-// A refused line: its number, and whether its options name x-initrd.attach (so the
-// initramfs hook knows which refusals would cost the image a volume).
+// A refused line: its number, whether its options name x-initrd.attach, and its first field
+// (the name it gives, checked or not), so the initramfs hook knows which refusals would cost
+// the image a volume (boot_volumes.hpp).
 struct TabRefusal {
   unsigned line = 0;
   bool initrd_attach = false;
+  std::string name;
 };
 
 struct Lbscrypttab {

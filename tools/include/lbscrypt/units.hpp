@@ -4,7 +4,8 @@
 // no default dependencies, bound to and after its device, after its key's device (or mount, or
 // the random seed), before cryptsetup.target (remote-cryptsetup.target for _netdev) and
 // /dev/mapper/NAME's users, stopped before umount.target; all of them in system-lbscrypt.slice,
-// a slice without default dependencies, so the shutdown does not stop an x-initrd.attach root.
+// a slice without default dependencies, so the shutdown does not stop an x-initrd.attach root
+// (nor a volume behind /, /usr or the resume device, which has no Conflicts=umount.target).
 #pragma once
 
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lbscrypt/boot_volumes.hpp"
 #include "lbscrypt/crypttab.hpp"
 #include "lbscrypt/kernel.hpp"
 #include "lbscrypt/result.hpp"
@@ -48,6 +50,9 @@ struct GeneratorSettings {
   std::string tool;                     // the lbscrypt the units run: /usr/sbin/lbscrypt
   std::string source;                   // the file the lines come from: /etc/lbscrypttab
   std::string makefs = kSystemdMakefs;  // what formats a swap or tmp volume
+  // The mappings /, /usr and the resume device need (find_boot_volumes): their units, as an
+  // x-initrd.attach line's, are not stopped at shutdown (no Conflicts=umount.target).
+  BootVolumes boot{};
 };
 
 // systemd's escaping of a string for a unit name (systemd-escape): [A-Za-z0-9:_.] stay, '/'

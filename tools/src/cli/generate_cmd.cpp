@@ -28,11 +28,9 @@ CLI::App *add_generate_command(CLI::App &app, GenerateArgs &args, CommonFlags &f
   cmd->add_option("--tab", args.tab, "The lbscrypttab to read")->capture_default_str();
   cmd->add_option("--tool", args.tool,
                   "The lbscrypt the units run (default: where it is installed)");
-  cmd->add_option("--cmdline", args.cmdline,
-                  "The kernel command line to read lbscrypt= and rd.lbscrypt= from")
-      ->capture_default_str();
   cmd->add_option("--makefs", args.makefs,
                   "What formats swap and tmp volumes (default: systemd-makefs)");
+  add_boot_options(*cmd, args.boot);
   cmd->add_option("normal-dir", args.normal_dir, "Where the units go")->required();
   cmd->add_option("early-dir", args.early_dir, "systemd's early directory (not used)");
   cmd->add_option("late-dir", args.late_dir, "systemd's late directory (not used)");
@@ -55,7 +53,7 @@ std::string installed_makefs() {
 int generate_command(const GenerateArgs &args, const Services &services, std::ostream &err) {
   // lbscrypt=no on the kernel command line (rd.lbscrypt=no in the initramfs): no unit at all,
   // lbscrypttab not even read, as systemd's luks=no.
-  if (const auto cmdline = services.read_file(args.cmdline)) {
+  if (const auto cmdline = services.read_file(args.boot.cmdline)) {
     const bool in_initrd = static_cast<bool>(services.read_file(kInitrdRelease));
     const KernelSwitch word = kernel_command_line_switch(*cmdline, in_initrd);
     for (const std::string &warning : word.warnings) {
@@ -81,9 +79,10 @@ int generate_command(const GenerateArgs &args, const Services &services, std::os
   }
   std::error_code ec;
   const auto source = std::filesystem::absolute(args.tab, ec);  // SourcePath= must be absolute
-  const GeneratorSettings settings{args.tool.empty() ? services.installed_tool : args.tool,
-                                   ec ? args.tab : source.string(),
-                                   args.makefs.empty() ? installed_makefs() : args.makefs};
+  const GeneratorSettings settings{
+      args.tool.empty() ? services.installed_tool : args.tool, ec ? args.tab : source.string(),
+      args.makefs.empty() ? installed_makefs() : args.makefs,
+      read_boot_volumes(args.boot, services, err, "lbscrypt-generator")};
   // A volume with a reencrypt run in progress gets its unit as any other: generators run
   // before udev has made every device (the registry matches a device by what sysfs says of
   // it), and a missing unit would fail what needs it with a bare "not found". Its attach

@@ -16,7 +16,6 @@ namespace lbscrypt::cli {
 
 // The name the generator is installed under (a link to lbscrypt): run as generate-units.
 inline constexpr const char *kGeneratorName = "lbscrypt-generator";
-inline constexpr const char *kKernelCommandLine = "/proc/cmdline";
 // systemd's mark of an initramfs: rd.lbscrypt= counts only where it exists.
 inline constexpr const char *kInitrdRelease = "/etc/initrd-release";
 
@@ -25,8 +24,10 @@ struct GenerateArgs {
   std::string early_dir;
   std::string late_dir;
   std::string tab = kLbscrypttab;
-  std::string tool;                          // the lbscrypt the units run; empty: the installed one
-  std::string cmdline = kKernelCommandLine;  // lbscrypt= and rd.lbscrypt= are read here
+  std::string tool;  // the lbscrypt the units run; empty: the installed one
+  // The kernel command line (lbscrypt=, rd.lbscrypt=; root=, resume=) and what else says
+  // which volumes the boot needs (their units are not stopped at shutdown).
+  BootArgs boot;
   std::string makefs;  // what formats swap and tmp volumes; empty: systemd's, where it is
 };
 

@@ -206,4 +206,51 @@ int succeed(std::ostream &err, const CommonFlags &flags) {
   return kExitOk;
 }
 
+void add_boot_options(CLI::App &cmd, BootArgs &args) {
+  cmd.add_option("--fstab", args.fstab, "The fstab whose / and /usr lines the boot needs")
+      ->capture_default_str();
+  cmd.add_option("--mountinfo", args.mountinfo, "The mount table of the running / and /usr")
+      ->capture_default_str();
+  cmd.add_option("--resume-conf", args.resume_conf,
+                 "initramfs-tools' file that names the resume device (RESUME=)")
+      ->capture_default_str();
+  cmd.add_option("--cmdline", args.cmdline,
+                 "The kernel command line (root=, resume=; lbscrypt= for generate-units)")
+      ->capture_default_str();
+  cmd.add_option("--sysfs", args.sysfs, "Where sysfs is (what a device is built on)")
+      ->capture_default_str();
+  cmd.add_option("--dev", args.dev, "Where /dev is (the links UUID= and LABEL= name)")
+      ->capture_default_str();
+}
+
+BootVolumes read_boot_volumes(const BootArgs &args, const Services &services, std::ostream &err,
+                              std::string_view program) {
+  const auto text = [&](const std::string &path) -> std::optional<std::string> {
+    if (!services.read_file) {
+      return std::nullopt;
+    }
+    auto read = services.read_file(path);
+    if (read) {
+      return std::move(read).value();
+    }
+    if (read.error().code != Errc::not_found) {
+      print_error(err,
+                  fmt::format("warning: {} (the volumes it names are not looked for)",
+                              read.error().message),
+                  program);
+    }
+    return std::nullopt;
+  };
+  BootInputs inputs;
+  inputs.fstab = text(args.fstab);
+  inputs.mountinfo = text(args.mountinfo);
+  inputs.resume_conf = text(args.resume_conf);
+  inputs.cmdline = text(args.cmdline);
+  inputs.fstab_path = args.fstab;
+  inputs.resume_conf_path = args.resume_conf;
+  inputs.sysfs = args.sysfs;
+  inputs.dev = args.dev;
+  return find_boot_volumes(inputs);
+}
+
 }  // namespace lbscrypt::cli

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cli.hpp"
+#include "lbscrypt/boot_volumes.hpp"
 #include "lbscrypt/operations.hpp"
 
 namespace lbscrypt::cli {
@@ -140,5 +141,24 @@ void warn_torn(std::ostream &err, const CommonFlags &flags,
 // "Command successful." is chatter: standard error, so a command's standard output stays
 // what it produces (a table line for dmsetup, JSON, a status).
 int succeed(std::ostream &err, const CommonFlags &flags);
+
+// Where tab list and generate-units find what the boot needs (boot_volumes.hpp): the files
+// and trees the initramfs hook and the generator read, each overridable for tests or a chroot.
+struct BootArgs {
+  std::string fstab = kFstab;
+  std::string mountinfo = kMountinfo;
+  std::string resume_conf = kResumeConf;
+  std::string cmdline = kKernelCmdline;
+  std::string sysfs = "/sys";
+  std::string dev = "/dev";
+};
+
+// --fstab, --mountinfo, --resume-conf, --cmdline, --sysfs and --dev.
+void add_boot_options(CLI::App &cmd, BootArgs &args);
+
+// The volumes the boot needs, the files read through services.read_file (a missing one is
+// none); a file that exists but cannot be read is a warning line on `err`, as `program`.
+[[nodiscard]] BootVolumes read_boot_volumes(const BootArgs &args, const Services &services,
+                                            std::ostream &err, std::string_view program);
 
 }  // namespace lbscrypt::cli

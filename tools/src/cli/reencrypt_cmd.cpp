@@ -81,7 +81,11 @@ int reencrypt_command(const ReencryptArgs &args, const CommonFlags &flags, const
   if (!built) {
     return fail(err, built.error());
   }
-  const ReencryptRequest &request = *built;
+  ReencryptRequest request = *built;
+  if (request.tab_text) {
+    // The volumes this system's boot needs: refused as x-initrd.attach ones are.
+    request.boot = read_boot_volumes(BootArgs{}, services, err, "lbscrypt");
+  }
 
   SecretBuffer old_copy;  // --keep-key: the new key is the old one
   ReencryptSteps steps;

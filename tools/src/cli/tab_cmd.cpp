@@ -24,7 +24,9 @@ CLI::App *add_tab_command(CLI::App &app, TabArgs &args) {
   list->set_help_flag("--help");
   list->add_option("--tab", args.tab, "The lbscrypttab to read")->capture_default_str();
   list->add_flag("--initrd", args.initrd,
-                 "Only the volumes the initramfs opens (x-initrd.attach, not noauto)");
+                 "Only the volumes the initramfs opens: x-initrd.attach (not noauto), and those "
+                 "behind /, /usr and the resume device, each with a note on standard error");
+  add_boot_options(*list, args.boot);
   add_text(
       *list, "--registry", args.registry,
       fmt::format("The registry of reencrypt runs in progress (default {})", kReencryptRegistry));
@@ -42,9 +44,14 @@ int tab_command(const TabArgs &args, const Services &services, std::ostream &out
     return exit_code(text.error().code);
   }
   const Lbscrypttab tab = parse_lbscrypttab(*text, args.tab);
+  // Which volumes the boot needs, whatever their lines say (only --initrd asks).
+  const BootVolumes boot =
+      args.initrd ? read_boot_volumes(args.boot, services, err, "lbscrypt") : BootVolumes{};
   bool refused = false;
   for (std::size_t i = 0; i < tab.errors.size(); ++i) {
-    if (args.initrd && !tab.refused[i].initrd_attach) {
+    const TabRefusal &line = tab.refused[i];
+    const auto needed = boot.uses.find(line.name);
+    if (args.initrd && !line.initrd_attach && needed == boot.uses.end()) {
       print_error(err, fmt::format("warning: {} (not an x-initrd.attach line: left out)",
                                    tab.errors[i].message));
       continue;
@@ -56,8 +63,13 @@ int tab_command(const TabArgs &args, const Services &services, std::ostream &out
                                       : services.reencrypt_registry;
   bool registry_failed = false;
   for (const TabEntry &entry : tab.entries) {
-    if (args.initrd && !opened_by_initrd(entry)) {
-      continue;
+    if (args.initrd) {
+      if (!opens_in_initrd(entry, boot)) {
+        continue;
+      }
+      if (const auto use = boot_use(entry, boot); use && !opened_by_initrd(entry)) {
+        print_error(err, "note: " + boot_use_note(entry, args.tab, *use));
+      }
     }
     out << tab_record(entry) << '\n';
     if (!registry || registry_failed) {

@@ -23,6 +23,7 @@
 #include "lbscrypt/numbers.hpp"
 #include "lbscrypt/table.hpp"
 #include "reencrypt/files.hpp"
+#include "text_fields.hpp"
 
 namespace lbscrypt {
 
@@ -620,38 +621,8 @@ Result<void> check_key_field(std::string_view key) {
   return Ok{};
 }
 
-namespace {
-
-std::vector<std::string_view> split(std::string_view text, char separator) {
-  std::vector<std::string_view> parts;
-  while (true) {
-    const auto end = text.find(separator);
-    parts.push_back(text.substr(0, end));
-    if (end == std::string_view::npos) {
-      return parts;
-    }
-    text.remove_prefix(end + 1);
-  }
-}
-
-std::vector<std::string_view> fields(std::string_view line) {
-  std::vector<std::string_view> words;
-  std::size_t pos = 0;
-  while (true) {
-    const auto begin = line.find_first_not_of(" \t", pos);
-    if (begin == std::string_view::npos) {
-      return words;
-    }
-    const auto end = line.find_first_of(" \t", begin);
-    words.push_back(line.substr(begin, end - begin));
-    if (end == std::string_view::npos) {
-      return words;
-    }
-    pos = end;
-  }
-}
-
-}  // namespace
+using text::fields;
+using text::split;
 
 bool opened_by_initrd(const TabEntry &entry) {
   return entry.volume.initrd_attach && !entry.volume.noauto;
@@ -875,7 +846,7 @@ Lbscrypttab parse_lbscrypttab(std::string_view text, std::string_view path) {
         words.size() > 3 && std::ranges::count(split(words[3], ','), "x-initrd.attach") > 0;
     const auto refuse = [&](const std::string &why) {
       tab.errors.push_back(bad(fmt::format("{}:{}: {}", path, number, why)));
-      tab.refused.push_back({number, initrd_word});
+      tab.refused.push_back({number, initrd_word, std::string(words.front())});
     };
     if (words.size() > 4 && words[4].front() == '#') {
       words.resize(4);  // a trailing comment
@@ -906,7 +877,9 @@ Lbscrypttab parse_lbscrypttab(std::string_view text, std::string_view path) {
       refuse(device.error().message);
       continue;
     }
-    if (std::any_of(device->begin(), device->end(),
+    // As written, not only the path: tab list prints both, and a tag's path has the byte
+    // escaped where the field still holds it.
+    if (std::any_of(entry.device.begin(), entry.device.end(),
                     [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
       refuse(
           fmt::format("device '{}' holds a control character: remove it", printable(entry.device)));

@@ -11,6 +11,8 @@
 #include <set>
 #include <system_error>
 
+#include "lbscrypt/boot_volumes.hpp"
+
 namespace lbscrypt {
 
 namespace {
@@ -149,8 +151,9 @@ Result<std::string> volume_unit(const TabEntry &e, const GeneratorSettings &sett
   if (v.netdev) {
     u += "After=remote-fs-pre.target\n";
   }
-  if (!v.initrd_attach) {
-    // An x-initrd.attach volume may hold the root: systemd-shutdown detaches it at the end.
+  if (!v.initrd_attach && !opens_in_initrd(e, settings.boot)) {
+    // An x-initrd.attach volume may hold the root, and one the boot needs (opens_in_initrd)
+    // does: neither is stopped with the other units; systemd-shutdown detaches it at the end.
     u += "Conflicts=umount.target\n";
   }
   u += "Before=umount.target\n";
@@ -359,26 +362,7 @@ GeneratedUnits generate_units(const std::vector<TabEntry> &entries,
 
 KernelSwitch kernel_command_line_switch(std::string_view cmdline, bool in_initrd) {
   KernelSwitch out;
-  std::vector<std::string> words(1);
-  char quote = 0;
-  for (const char c : cmdline) {
-    if (quote != 0) {
-      if (c == quote) {
-        quote = 0;
-      } else {
-        words.back() += c;
-      }
-    } else if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == ' ' || c == '\t' || c == '\n') {
-      if (!words.back().empty()) {
-        words.emplace_back();
-      }
-    } else {
-      words.back() += c;
-    }
-  }
-  for (const std::string &word : words) {
+  for (const std::string &word : kernel_command_line_words(cmdline)) {
     std::string_view key = std::string_view(word).substr(0, word.find('='));
     if (key == "rd.lbscrypt" && in_initrd) {
       key = "lbscrypt";

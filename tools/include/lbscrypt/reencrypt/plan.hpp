@@ -97,6 +97,9 @@ struct PlanFacts {
   // The lbscrypttab name of an x-initrd.attach line (not noauto) for the device: the
   // initramfs opens it and cannot resume a run.
   std::optional<std::string> initrd_volume;
+  // With initrd_volume: what the boot needs it for (boot_use(), "holds / (fstab)"), when it
+  // does; the initramfs opens it with or without x-initrd.attach.
+  std::optional<std::string> boot_use;
   std::optional<FilesystemProbe> probe;  // through a private read-only old mapping
   bool old_key_checked = false;          // the lbscrypttab line's check= passed on it
   bool force = false;
@@ -119,7 +122,9 @@ struct ReencryptPlan {
 // The state not on a tmpfs or ramfs (a reboot empties them) and not on the device or any
 // device sharing its storage. Errc::refused.
 [[nodiscard]] Result<void> check_reencrypt_state_place(const PlanFacts &facts);
-// An x-initrd.attach volume is refused. Errc::refused.
+// A volume the initramfs opens (x-initrd.attach, or behind /, /usr or the resume device) is
+// refused; the advice keeps the machine bootable (a volume the boot needs keeps its line).
+// Errc::refused.
 [[nodiscard]] Result<void> check_reencrypt_boot(const PlanFacts &facts);
 // The old key shown right: a signature found through it, or check= passed; else --force.
 // Errc::key. With --force a note.

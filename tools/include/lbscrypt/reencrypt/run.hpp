@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "lbscrypt/boot_volumes.hpp"
 #include "lbscrypt/operations.hpp"
 #include "lbscrypt/reencrypt/core.hpp"
 #include "lbscrypt/reencrypt/io.hpp"
@@ -48,6 +49,9 @@ struct ReencryptRequest {
   // with the old parameters at the next boot), unless update_tab.
   std::optional<std::string> tab_text;
   std::string tab_path = "/etc/lbscrypttab";
+  // The mappings the boot needs (find_boot_volumes): a listed volume among them is refused as
+  // an x-initrd.attach one is, the initramfs opening it all the same.
+  BootVolumes boot;
   // Online (reencrypt/online.hpp): the active mapping over the device, opened by lbscrypt or
   // cryptsetup plain, held by nothing else. A new run reads the old side from its table (the
   // device may be left empty: it is the table's); the table must match old_mapping.
@@ -56,7 +60,7 @@ struct ReencryptRequest {
   // converted, the table of the journal's position loaded, resumed), remove the private
   // mappings and keep the run for a later --resume.
   bool abort = false;
-  // --update-tab: a listed volume is taken (not an x-initrd.attach one), and at the final
+  // --update-tab: a listed volume is taken (not one the initramfs opens), and at the final
   // switch its line, read again from tab_path, gets the new parameters (reencrypt/tab.hpp).
   // A --resume of a run whose data is all converted does only the switch, and asks no key.
   std::optional<TabUpdate> update_tab;

@@ -358,6 +358,16 @@ Result<void> check_reencrypt_state_place(const PlanFacts &facts) {
 }
 
 Result<void> check_reencrypt_boot(const PlanFacts &facts) {
+  if (facts.initrd_volume && facts.boot_use) {
+    return make_error(
+        Errc::refused,
+        fmt::format("{} is {} in lbscrypttab, which {}: the initramfs opens it at boot and "
+                    "cannot resume a run, so a reboot mid-way would not boot; keep its line as "
+                    "it is and reencrypt it from a rescue or live system (or another "
+                    "installation) where {} holds no /, /usr or resume device, then boot this "
+                    "one again",
+                    facts.device, *facts.initrd_volume, *facts.boot_use, *facts.initrd_volume));
+  }
   if (facts.initrd_volume) {
     return make_error(
         Errc::refused,

@@ -11,6 +11,7 @@
 #include <system_error>
 #include <utility>
 
+#include "lbscrypt/boot_volumes.hpp"
 #include "lbscrypt/crypttab.hpp"
 #include "lbscrypt/reencrypt/identity.hpp"
 #include "lbscrypt/reencrypt/leftovers.hpp"
@@ -211,8 +212,8 @@ Result<std::uint64_t> run_plan_checks(const PlanFacts &facts, const LiveMapping 
 }
 
 // A volume lbscrypttab lists would be opened with the old parameters at the next boot: refused,
-// unless --update-tab and its line can follow the run (not x-initrd.attach: the initramfs
-// cannot resume a run).
+// unless --update-tab and its line can follow the run (not a volume the initramfs opens,
+// opens_in_initrd: the initramfs cannot resume a run).
 Result<void> run_tab_check(const ReencryptRequest &request, const std::string &device,
                            const CryptSide &new_side) {
   if (!request.tab_text) {
@@ -224,6 +225,15 @@ Result<void> run_tab_check(const ReencryptRequest &request, const std::string &d
     return {};
   }
   const TabEntry &entry = *entries.front();
+  // First: the advice to the other refusals (comment the line out) would cost a volume the
+  // initramfs opens its boot.
+  if (opens_in_initrd(entry, request.boot)) {
+    PlanFacts facts;
+    facts.device = device;
+    facts.initrd_volume = entry.name;
+    facts.boot_use = boot_use(entry, request.boot);
+    return check_reencrypt_boot(facts);
+  }
   if (!request.update_tab) {
     return make_error(
         Errc::refused,
@@ -232,12 +242,6 @@ Result<void> run_tab_check(const ReencryptRequest &request, const std::string &d
                     "at the end, or comment it out, reencrypt, then write it with the new "
                     "parameters",
                     device, request.tab_path, entry.name, entry.line));
-  }
-  if (opened_by_initrd(entry)) {
-    PlanFacts facts;
-    facts.device = device;
-    facts.initrd_volume = entry.name;
-    return check_reencrypt_boot(facts);
   }
   if (entries.size() > 1) {
     return make_error(Errc::refused,
