@@ -93,9 +93,6 @@ Result<ReencryptRequest> reencrypt_request(const ReencryptArgs &args, const Serv
         Errc::invalid_argument,
         fmt::format("--new-key-size {} is not a whole number of bytes", *args.new_key_bits));
   }
-  if (args.keep_key && request.new_side.key_bytes != request.old_mapping.key_bytes) {
-    return make_error(Errc::invalid_argument, "--keep-key needs the same key size on both sides");
-  }
   if (services.read_file) {
     auto tab = services.read_file(kLbscrypttab);
     if (tab) {

@@ -5,6 +5,8 @@
 // authentication, the state file, the journal and the engine.
 //
 // The parts, each in its own file under src/lib/reencrypt/:
+// - the run's authentication (auth.cpp): the run key derived from both volume keys, the
+//   state's MAC and the switch's, checked before anything the state says is obeyed;
 // - the state file (state.cpp): the run's parameters and the key verifiers, JSON,
 //   written once before the first byte and replaced atomically;
 // - the journal (journal.cpp): STATE.journal beside it, two commit slots and a
