@@ -30,12 +30,12 @@ CLEAN = {
 }
 
 
-def run(files, tables=5000):
+def run(files, tables=5000, parts=harden_summary.ALL_PARTS):
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp)
         for name, text in files.items():
             (out / name).write_text(text)
-        return harden_summary.summarise(out, 0, 0, 100, tables, 1, "k")
+        return harden_summary.summarise(out, 0, 0, 100, tables, 1, "k", parts)
 
 
 def main():
@@ -90,6 +90,29 @@ def main():
         fails += 1
     else:
         print("ok   fewer tables than asked: the run fails")
+    # a run of some parts (LBS_HARDEN_PARTS): no fuzzer, so no tables, passes; a
+    # failure in a part it ran still fails it
+    files = {k: v for k, v in CLEAN.items() if k != "fuzz.json"}
+    summary, bad = run(files, parts="faults teardown-cpu")
+    if bad or summary["parts"] != ["faults", "teardown-cpu"]:
+        print("FAIL summary_test: a run of faults and teardown-cpu alone: bad=%s, parts %s"
+              % (bad, summary["parts"]))
+        fails += 1
+    else:
+        print("ok   a run of some parts without the fuzzer passes, its parts named")
+    files["harden.log"] = files["harden.log"] + "LBS-RESULT faults FAIL 30\n"
+    summary, bad = run(files, parts="faults teardown-cpu")
+    if not bad:
+        print("FAIL summary_test: a failed faults boot passed a run of some parts")
+        fails += 1
+    else:
+        print("ok   a failed faults boot fails a run of some parts")
+    summary, bad = run(files, parts="fuzz")
+    if not bad:
+        print("FAIL summary_test: a run with the fuzzer and no fuzz.json passed")
+        fails += 1
+    else:
+        print("ok   a run with the fuzzer that tried no table fails")
     return 1 if fails else 0
 
 
