@@ -47,8 +47,9 @@ struct FakeMachine {
   fs::path sys = dir.path / "sys";
   fs::path dev = dir.path / "dev";
 
-  fs::path block(const std::string &where, const std::string &name, const std::string &number) {
-    const fs::path path = sys / "devices" / where / name;
+  [[nodiscard]] fs::path block(const std::string &where, const std::string &name,
+                               const std::string &number) const {
+    fs::path path = sys / "devices" / where / name;
     write(path / "dev", number + "\n");
     fs::create_directories(sys / "dev" / "block");
     fs::create_directories(sys / "class" / "block");
@@ -57,9 +58,9 @@ struct FakeMachine {
     return path;
   }
 
-  fs::path mapping(const std::string &kernel_name, const std::string &name,
-                   const std::string &number, const std::vector<fs::path> &on) {
-    const fs::path path = block("virtual/block", kernel_name, number);
+  [[nodiscard]] fs::path mapping(const std::string &kernel_name, const std::string &name,
+                                 const std::string &number, const std::vector<fs::path> &on) const {
+    fs::path path = block("virtual/block", kernel_name, number);
     write(path / "dm" / "name", name + "\n");
     fs::create_directories(path / "slaves");
     for (const fs::path &below : on) {
@@ -70,7 +71,7 @@ struct FakeMachine {
     return path;
   }
 
-  void link(const std::string &at, const std::string &target) {
+  void link(const std::string &at, const std::string &target) const {
     fs::create_directories((dev / at).parent_path());
     fs::create_symlink(target, dev / at);
   }
