@@ -299,3 +299,168 @@ TEST_CASE("attach: a udev name with \\xNN goes into the table as the device it l
   CHECK(missing.error().message ==
         "other: /dev/disk/by-label/No\\x20Such does not exist: no device has that name yet");
 }
+
+namespace {
+
+const std::string kCredential = "/etc/lbscrypt/vol.cred";
+const std::string kSealed = "cipher=aes-xts-plain64,size=256,tpm2-device=auto";
+const std::string kSealedPassphrase =
+    "cipher=aes-xts-plain64,size=256,hash=sha256,tpm2-device=auto,x-lbscrypt.sealed=passphrase";
+
+// A TPM2 that unseals `secret` for every credential, or refuses as systemd-creds says.
+struct SealedRig : Rig {
+  std::vector<lbscrypt::SealedKey> unseals;
+  std::optional<std::string> secret;  // nullopt: the TPM refuses
+
+  SealedRig() {
+    services.unseal = [this](const lbscrypt::SealedKey &key) -> Result<SecretBuffer> {
+      unseals.push_back(key);
+      if (!secret) {
+        return lbscrypt::make_error(Errc::key,
+                                    "the TPM2 did not unseal " + key.credential +
+                                        " (credential vol): systemd-creds: Failed to unseal "
+                                        "secret using TPM2: State not recoverable");
+      }
+      return SecretBuffer(secret->data(), secret->size());
+    };
+  }
+};
+
+std::string bytes_0_to(std::size_t n) {
+  std::string bytes;
+  for (std::size_t i = 0; i < n; ++i) {
+    bytes += static_cast<char>(i);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("attach: a sealed key is unsealed and used as a key file is", "[attach][sealed]") {
+  SealedRig rig;
+  rig.secret = bytes_0_to(64);  // longer than the key: its first 32 bytes, as a key file
+  const auto done = rig.attach(kCredential, kSealed);
+  REQUIRE(done.ok());
+  REQUIRE(rig.unseals.size() == 1);
+  CHECK(rig.unseals[0].credential == kCredential);
+  CHECK_FALSE(rig.unseals[0].tpm2_device);  // auto: systemd-creds finds it
+  CHECK(rig.params() ==
+        "aes-xts-plain64 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f 0 "
+        "/dev/vdb 0");
+  CHECK(rig.questions.empty());
+  CHECK(done->notes.empty());  // no key file mode to warn about
+
+  SealedRig named;
+  named.secret = bytes_0_to(32);
+  REQUIRE(
+      named.attach(kCredential, "cipher=aes-xts-plain64,size=256,tpm2-device=/dev/tpmrm0").ok());
+  CHECK(named.unseals.at(0).tpm2_device == std::optional<std::string>("/dev/tpmrm0"));
+}
+
+TEST_CASE("attach: a TPM that refuses a sealed key fails, asks nothing, maps nothing",
+          "[attach][sealed]") {
+  SealedRig rig;
+  rig.answers = {"correct horse"};
+  const auto refused = rig.attach(kCredential, kSealed + ",check");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == Errc::key);
+  CHECK(refused.error().message ==
+        "vol: the TPM2 did not unseal /etc/lbscrypt/vol.cred (credential vol): systemd-creds: "
+        "Failed to unseal secret using TPM2: State not recoverable");
+  CHECK(rig.questions.empty());
+  CHECK(rig.kernel.creates == 0);
+  CHECK(rig.kernel.mappings.empty());
+  // A key shorter than size=: refused, never padded.
+  SealedRig short_key;
+  short_key.secret = bytes_0_to(31);
+  const auto too_short = short_key.attach(kCredential, kSealed);
+  REQUIRE_FALSE(too_short.ok());
+  CHECK(too_short.error().message ==
+        "credential /etc/lbscrypt/vol.cred holds 31 bytes, and the 256-bit key needs 32: seal "
+        "the whole key (or, when it holds a passphrase, say so: x-lbscrypt.sealed=passphrase, "
+        "open --sealed-passphrase)");
+  CHECK(short_key.kernel.creates == 0);
+}
+
+TEST_CASE("attach: a sealed passphrase is hashed, and asked for when the TPM refuses",
+          "[attach][sealed]") {
+  SealedRig rig;
+  rig.secret = "correct horse";
+  REQUIRE(rig.attach(kCredential, kSealedPassphrase).ok());
+  CHECK(rig.params() == "aes-xts-plain64 " + kCorrectKey + " 0 /dev/vdb 0");
+  CHECK(rig.questions.empty());
+
+  SealedRig refused;
+  refused.answers = {"correct horse"};
+  const auto asked = refused.attach(kCredential, kSealedPassphrase);
+  REQUIRE(asked.ok());
+  REQUIRE(refused.questions.size() == 1);
+  CHECK_FALSE(refused.questions[0].accept_cached);  // never another volume's kept answer
+  REQUIRE(asked->notes.size() == 1);
+  CHECK(asked->notes[0] ==
+        "vol: the TPM2 did not unseal /etc/lbscrypt/vol.cred (credential vol): systemd-creds: "
+        "Failed to unseal secret using TPM2: State not recoverable; asking for the passphrase "
+        "instead");
+  CHECK(refused.params() == "aes-xts-plain64 " + kCorrectKey + " 0 /dev/vdb 0");
+
+  SealedRig headless;
+  headless.answers = {"correct horse"};
+  const auto failed = headless.attach(kCredential, kSealedPassphrase + ",headless=true");
+  REQUIRE_FALSE(failed.ok());
+  CHECK_THAT(failed.error().message,
+             Catch::EndsWith("State not recoverable (headless=: no passphrase is asked for)"));
+  CHECK(headless.questions.empty());
+  CHECK(headless.kernel.creates == 0);
+}
+
+TEST_CASE("attach: a sealed passphrase that fails check= is asked for again, a key is not",
+          "[attach][sealed]") {
+  SealedRig rig;
+  rig.secret = "wrong";
+  rig.answers = {"correct horse"};
+  rig.check_status = {1, 0};
+  const auto done = rig.attach(kCredential, kSealedPassphrase + ",check");
+  REQUIRE(done.ok());
+  CHECK(rig.unseals.size() == 1);
+  CHECK(rig.questions.size() == 1);
+  CHECK(rig.params() == "aes-xts-plain64 " + kCorrectKey + " 0 /dev/vdb 0");
+
+  SealedRig key;
+  key.secret = bytes_0_to(32);
+  key.answers = {"correct horse"};
+  key.check_status = {1};
+  REQUIRE_FALSE(key.attach(kCredential, kSealed + ",check").ok());
+  CHECK(key.questions.empty());
+  CHECK(key.kernel.mappings.empty());
+}
+
+TEST_CASE("attach: a sealed volume already open is left alone without unsealing",
+          "[attach][sealed]") {
+  SealedRig rig;
+  rig.secret = bytes_0_to(32);
+  REQUIRE(rig.attach(kCredential, kSealed).ok());
+  rig.secret.reset();  // a PCR changed since: the open volume is not touched
+  const auto again = rig.attach(kCredential, kSealed);
+  REQUIRE(again.ok());
+  CHECK(again->already_active);
+  CHECK(rig.unseals.size() == 1);
+}
+
+TEST_CASE("attach: a sealed key's field must name a credential file", "[attach][sealed]") {
+  SealedRig rig;
+  rig.secret = bytes_0_to(32);
+  const auto device = rig.attach("/dev/sdb", kSealed);
+  REQUIRE_FALSE(device.ok());
+  CHECK(device.error().message ==
+        "vol: tpm2-device= unseals the credential file the key field names, and '/dev/sdb' is "
+        "a device: give the file lbscrypt seal wrote (/etc/lbscrypt/vol.cred)");
+  const auto odd = rig.attach("/etc/lbscrypt/v%l.cred", kSealed);
+  REQUIRE_FALSE(odd.ok());
+  CHECK_THAT(odd.error().message, Catch::StartsWith("vol: credential file '/etc/lbscrypt/v%l.cred' "
+                                                    "gives no usable credential name"));
+  const auto none = rig.attach("none", kSealed + ",hash=sha256");
+  REQUIRE_FALSE(none.ok());
+  CHECK_THAT(none.error().message, Catch::StartsWith("tpm2-device= unseals the credential"));
+  CHECK(rig.unseals.empty());
+  CHECK(rig.kernel.creates == 0);
+}

@@ -718,7 +718,11 @@ TEST_CASE("lbscrypttab: systemd's options lbscrypt does not take are named, with
       {"try-empty-password", "option 'try-empty-password' is not supported: plain mode opens"},
       {"key-slot=1", "option 'key-slot' is not supported: it reads a LUKS header"},
       {"header=/h", "option 'header' is not supported: it reads a LUKS header"},
-      {"tpm2-device=auto", "option 'tpm2-device' is not supported: a key from a token"},
+      {"tpm2-pcrs=7",
+       "option 'tpm2-pcrs' is not supported: a sealed key's PCR policy is "
+       "chosen when it is sealed (lbscrypt seal --tpm2-pcrs=)"},
+      {"tpm2-pin=yes", "option 'tpm2-pin' is not supported: systemd-creds seals without a PIN"},
+      {"tpm2-signature=/s", "option 'tpm2-signature' is not supported: signed PCR policies"},
       {"fido2-device=auto", "option 'fido2-device' is not supported: a key from a token"},
       {"pkcs11-uri=auto", "option 'pkcs11-uri' is not supported: a key from a token"},
       {"token-timeout=10s", "option 'token-timeout' is not supported: a key from a token"},
@@ -734,4 +738,51 @@ TEST_CASE("lbscrypttab: systemd's options lbscrypt does not take are named, with
   // A word systemd does not know either: the bare refusal.
   CHECK_THAT(parse_volume_options(base + "bogus", true).error().message,
              Catch::StartsWith("unknown option 'bogus'"));
+}
+
+TEST_CASE("lbscrypttab: a key sealed to the TPM2 (tpm2-device=, x-lbscrypt.sealed=)",
+          "[crypttab][sealed]") {
+  const auto tab = parse_lbscrypttab(
+      "data PARTUUID=6f2c4a1e-01 /etc/lbscrypt/data.cred "
+      "cipher=aes-xts-plain64,size=512,sector-size=4096,tpm2-device=auto\n"
+      "pass /dev/vdb /etc/lbscrypt/pass.cred "
+      "cipher=aes-xts-plain64,size=256,hash=sha512,tpm2-device=/dev/tpmrm0,"
+      "x-lbscrypt.sealed=passphrase,headless=true\n"
+      "key /dev/vdc /etc/lbscrypt/key.cred "
+      "cipher=aes-xts-plain64,size=256,hash=plain,tpm2-device=auto,x-lbscrypt.sealed=key\n",
+      "/etc/lbscrypttab");
+  REQUIRE(tab.errors.empty());
+  REQUIRE(tab.entries.size() == 3);
+  const auto &data = tab.entries[0].volume;
+  CHECK(data.sealed());
+  CHECK(data.tpm2_device == std::optional<std::string>("auto"));
+  CHECK_FALSE(data.sealed_passphrase);
+  CHECK_FALSE(data.key.hash);
+  const auto &pass = tab.entries[1].volume;
+  CHECK(pass.tpm2_device == std::optional<std::string>("/dev/tpmrm0"));
+  CHECK(pass.sealed_passphrase);
+  CHECK(pass.headless);
+  CHECK(pass.key.hash == std::optional<std::string>("sha512"));
+  CHECK_FALSE(tab.entries[2].volume.sealed_passphrase);
+  // tab list: the key field is the credential, the options say it is sealed
+  CHECK(lbscrypt::tab_record(tab.entries[0]) ==
+        "data PARTUUID=6f2c4a1e-01 /dev/disk/by-partuuid/6f2c4a1e-01 /etc/lbscrypt/data.cred 4096 "
+        "- aes-xts-plain64 cipher=aes-xts-plain64,size=512,sector-size=4096,tpm2-device=auto");
+  CHECK_FALSE(parse_volume_options("cipher=aes-xts-plain64,size=256", false)->sealed());
+
+  const std::string sealed = "v /dev/vdb /etc/lbscrypt/v.cred cipher=aes-xts-plain64,size=256,";
+  CHECK_THAT(refusal(sealed + "tpm2-device=auto,hash=sha256"),
+             Catch::Contains("hash=sha256 with a key file has two meanings"));
+  CHECK_THAT(refusal(sealed + "tpm2-device=auto,x-lbscrypt.sealed=yes"),
+             Catch::Contains("x-lbscrypt.sealed=yes: give key"));
+  CHECK_THAT(refusal(sealed + "tpm2-device=/dev/../etc/x"),
+             Catch::Contains("is not a TPM2: give auto"));
+  CHECK_THAT(refusal(sealed + "tpm2-device=auto,keyfile-size=32"),
+             Catch::Contains("a sealed credential holds the key alone"));
+  CHECK_THAT(refusal("v /dev/vdb - cipher=aes-xts-plain64,size=256,hash=sha256,tpm2-device=auto"),
+             Catch::Contains("tpm2-device= unseals the credential the key field names, and the "
+                             "line asks for a passphrase"));
+  CHECK(refusal("v /dev/vdb /dev/sdb1 cipher=aes-xts-plain64,size=256,tpm2-device=auto") ==
+        "/etc/lbscrypttab:1: v: tpm2-device= unseals the credential file the key field names, "
+        "and '/dev/sdb1' is a device: give the file lbscrypt seal wrote (/etc/lbscrypt/v.cred)");
 }

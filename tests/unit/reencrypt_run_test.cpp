@@ -26,6 +26,7 @@
 #include "fakes.hpp"
 #include "file_bytes.hpp"
 #include "lbscrypt/reencrypt/run.hpp"
+#include "lbscrypt/reencrypt/tab.hpp"
 
 using lbscrypt::CryptSide;
 using lbscrypt::EngineOutcome;
@@ -921,4 +922,30 @@ TEST_CASE("reencrypt run: a journal rolled back to before the first hotzone is r
                  "the new parameters");
   write_file(journal, journal_now);
   resume_finishes(f);
+}
+
+TEST_CASE("reencrypt run: --update-tab keeps a sealed line's credential or refuses",
+          "[reencrypt][sealed]") {
+  const auto tab = lbscrypt::parse_lbscrypttab(
+      "data /dev/vdb /etc/lbscrypt/data.cred cipher=aes-xts-plain64,size=256,tpm2-device=auto\n",
+      "/etc/lbscrypttab");
+  REQUIRE(tab.entries.size() == 1);
+  const lbscrypt::CryptSide side{"aes-xts-plain64", 32, 4096, false};
+  lbscrypt::TabUpdate update;
+  update.new_key = lbscrypt::TabUpdate::NewKey::kept;
+  const auto kept = lbscrypt::plan_tab_change(tab.entries[0], side, update, "/etc/lbscrypttab");
+  REQUIRE(kept.ok());
+  CHECK(kept->options == "cipher=aes-xts-plain64,size=256,tpm2-device=auto,sector-size=4096");
+  CHECK_FALSE(kept->key_file);
+  update.new_key = lbscrypt::TabUpdate::NewKey::file;
+  update.new_key_file = "/etc/lbscrypt/new.key";
+  const auto file = lbscrypt::plan_tab_change(tab.entries[0], side, update, "/etc/lbscrypttab");
+  REQUIRE_FALSE(file.ok());
+  CHECK(file.error().code == lbscrypt::Errc::refused);
+  CHECK_THAT(file.error().message,
+             Catch::Contains("opens with the key sealed in /etc/lbscrypt/data.cred "
+                             "(tpm2-device=), and --update-tab would put a clear key in its "
+                             "place: give --keep-key"));
+  update.new_key = lbscrypt::TabUpdate::NewKey::passphrase;
+  CHECK_FALSE(lbscrypt::plan_tab_change(tab.entries[0], side, update, "/etc/lbscrypttab").ok());
 }

@@ -373,3 +373,53 @@ TEST_CASE("generator: lbscrypt= and rd.lbscrypt= on the kernel command line", "[
   CHECK(bad.warnings.front() ==
         "the kernel command line's lbscrypt=maybe is not yes or no: ignored");
 }
+
+TEST_CASE("generator: a sealed key is unsealed by systemd for its unit, golden",
+          "[units][sealed]") {
+  const fs::path data = fs::path(LBSCRYPT_TEST_DATA) / "generator-sealed";
+  const auto tab = lbscrypt::parse_lbscrypttab(read_text(data / "lbscrypttab"), "/etc/lbscrypttab");
+  REQUIRE(tab.errors.empty());
+  REQUIRE(tab.entries.size() == 4);
+  const auto units = lbscrypt::generate_units(tab.entries, kSettings);
+  CHECK(units.errors.empty());
+  std::map<std::string, std::string> text;
+  for (const auto &file : units.files) {
+    text[file.path] = file.text;
+  }
+  // The ID is the file's name without .cred: the name systemd-creds sealed into it.
+  const std::string &data_unit = text.at("lbscrypt@data.service");
+  CHECK_THAT(data_unit,
+             Catch::Contains("\nLoadCredentialEncrypted=data:/etc/lbscrypt/data.cred\n"));
+  CHECK_THAT(data_unit, Catch::Contains("\nRequiresMountsFor=/etc/lbscrypt/data.cred\n"));
+  CHECK_THAT(data_unit, Catch::Contains("\nExecStart=/usr/sbin/lbscrypt attach 'data' "
+                                        "'PARTUUID=6f2c4a1e-01' '/etc/lbscrypt/data.cred' "
+                                        "'cipher=aes-xts-plain64,size=512,sector-size=65536,"
+                                        "tpm2-device=auto'\n"));
+  CHECK_THAT(text.at("lbscrypt@headless.service"),
+             Catch::Contains("\nLoadCredentialEncrypted=headless:/etc/lbscrypt/headless.cred\n"));
+  // A passphrase that may be asked for: systemd would fail the unit before attach could ask.
+  CHECK_THAT(text.at("lbscrypt@pass.service"), !Catch::Contains("LoadCredential"));
+  // Opened in the initramfs: attach finds it open and needs no key.
+  CHECK_THAT(text.at("lbscrypt@root.service"), !Catch::Contains("LoadCredential"));
+
+  const TempDir out;
+  REQUIRE(lbscrypt::write_units(out.path, units).empty());
+  // 4 units and the slice, 4 drop-ins, 8 links
+  REQUIRE(tree(data / "expected").size() == 17);
+  check_tree(data / "expected", out.path);
+}
+
+TEST_CASE("generator: a sealed key's path is escaped, a bad one refused", "[units][sealed]") {
+  auto e = entry(1, "v", "/dev/vdb", "/dev/vdb", "/etc/lbs%crypt/v.cred", "tpm2-device=auto");
+  e.volume.tpm2_device = "auto";
+  auto bad = entry(2, "w", "/dev/vdc", "/dev/vdc", "/dev/sdb", "tpm2-device=auto");
+  bad.volume.tpm2_device = "auto";
+  const auto units = lbscrypt::generate_units({e, bad}, kSettings);
+  REQUIRE(units.files.size() == 3);  // v's unit, its drop-in, the slice
+  CHECK_THAT(units.files[0].text,
+             Catch::Contains("\nLoadCredentialEncrypted=v:/etc/lbs%%crypt/v.cred\n"));
+  REQUIRE(units.errors.size() == 1);
+  CHECK(units.errors[0].message ==
+        "/etc/lbscrypttab:2: w: tpm2-device= unseals the credential file the key field names, "
+        "and '/dev/sdb' is a device: give the file lbscrypt seal wrote (/etc/lbscrypt/w.cred)");
+}

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 // `lbscrypt attach`: what a generated unit runs to open one lbscrypttab volume. The key comes
-// from its file or, for a passphrase, from systemd-ask-password (console, Plymouth and agents
-// answer it), hashed as a typed line; an optional content check closes the mapping again when
-// the key was wrong. A volume already open as the line describes is left as it is.
+// from its file, from a credential sealed to the TPM2 (tpm2-device=) or, for a passphrase, from
+// systemd-ask-password (console, Plymouth and agents answer it), hashed as a typed line; an
+// optional content check closes the mapping again when the key was wrong. A volume already open
+// as the line describes is left as it is.
 #pragma once
 
 #include <functional>
@@ -13,6 +14,7 @@
 #include "lbscrypt/crypttab.hpp"
 #include "lbscrypt/operations.hpp"
 #include "lbscrypt/result.hpp"
+#include "lbscrypt/sealed.hpp"
 #include "lbscrypt/secret.hpp"
 
 namespace lbscrypt {
@@ -43,7 +45,21 @@ struct AttachServices {
   std::function<std::optional<std::string>(const std::string &path)> device_behind;
   // The mode bits of a regular key file, nullopt when it is not one (or cannot be looked at).
   std::function<std::optional<unsigned>(const std::string &path)> key_file_mode;
+  // A sealed key's secret (tpm2-device=): from $CREDENTIALS_DIRECTORY when the unit's
+  // LoadCredentialEncrypted= put it there, else unsealed by systemd-creds (sealed.hpp).
+  std::function<Result<SecretBuffer>(const SealedKey &key)> unseal;
 };
+
+// The volume key from a sealed secret: a key is used as a key file is, its first
+// key.key_size_bits / 8 bytes; a passphrase (`passphrase`: x-lbscrypt.sealed=passphrase,
+// open's --sealed-passphrase) is hashed with key.hash (default sha256). Errc::key when a key is
+// shorter than that.
+[[nodiscard]] Result<SecretBuffer> key_from_sealed(const SecretBuffer &secret,
+                                                   const KeyOptions &key, bool passphrase,
+                                                   std::string_view credential);
+
+// The SealedKey a line's key field and tpm2-device= name.
+[[nodiscard]] SealedKey sealed_key_of(const std::string &key, const VolumeOptions &volume);
 
 // The arguments the unit passes, as lbscrypttab has them.
 struct AttachRequest {

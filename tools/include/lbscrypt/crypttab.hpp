@@ -53,6 +53,16 @@ struct VolumeOptions {
   std::optional<std::string> tmp_fstype;           // tmp[=TYPE]: mkfs.TYPE after it opens
 
   PasswordCache password_cache = PasswordCache::unset;  // password-cache=
+  // tpm2-device=: the key field names a credential sealed to the TPM2 (sealed.hpp), unsealed
+  // at open; "auto" for the TPM systemd-creds finds, or a device path (/dev/tpmrm0).
+  std::optional<std::string> tpm2_device;
+  // x-lbscrypt.sealed=passphrase: the sealed secret is a passphrase, hashed with hash= as a
+  // typed one; when the TPM refuses, attach asks for it (not with headless=). Otherwise
+  // (x-lbscrypt.sealed=key, the default) it is the key itself and nothing is asked.
+  bool sealed_passphrase = false;
+
+  // Whether the key is sealed to the TPM2 (tpm2-device= given).
+  [[nodiscard]] bool sealed() const { return tpm2_device.has_value(); }
 };
 
 // systemd's USEC_INFINITY: a time span of "infinity".
@@ -93,6 +103,10 @@ inline constexpr std::uint64_t kTimeInfinity = std::numeric_limits<std::uint64_t
 // Checks a key field that names a key file: no quote, backslash or control byte (NUL
 // included), and no ':' (systemd's KEY:DEVICE, a key file on another device, not supported).
 [[nodiscard]] Result<void> check_key_field(std::string_view key);
+
+// Checks a sealed key's field (tpm2-device=): an absolute path to a credential file, not a
+// device, whose name gives a credential name (credential_id). The error names the volume.
+[[nodiscard]] Result<void> check_sealed_key_field(std::string_view name, std::string_view key);
 
 // Checks a mapping name as open takes it: not empty, no '/', whitespace or control
 // characters, not "." or "..", at most 127 bytes (DM_NAME_LEN with its NUL).

@@ -7,6 +7,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec_argv.hpp"
 #include "lbscrypt/keys.hpp"
 #include "lbscrypt/table.hpp"
 #include "lbscrypt/volume.hpp"
@@ -80,6 +82,41 @@ std::vector<std::string> check_command(const VolumeOptions &volume, const std::s
   return argv;
 }
 
+SealedKey sealed_key_of(const std::string &key, const VolumeOptions &volume) {
+  SealedKey sealed{key, std::nullopt};
+  if (volume.tpm2_device && *volume.tpm2_device != "auto") {
+    sealed.tpm2_device = volume.tpm2_device;
+  }
+  return sealed;
+}
+
+Result<SecretBuffer> key_from_sealed(const SecretBuffer &secret, const KeyOptions &key,
+                                     bool passphrase, std::string_view credential) {
+  KeyOptions options = key;
+  options.quiet = true;
+  options.key_file.reset();
+  options.keyfile_offset = 0;
+  if (!passphrase) {
+    options.hash = "plain";
+  }
+  auto plan = plan_plain_key(options, true);
+  if (!plan) {
+    return plan.error();
+  }
+  if (!plan->hash && secret.size() < plan->key_bytes) {
+    return make_error(
+        Errc::key,
+        fmt::format("credential {} holds {} bytes, and the {}-bit key needs {}: "
+                    "seal the whole key (or, when it holds a passphrase, say so: "
+                    "x-lbscrypt.sealed=passphrase, open --sealed-passphrase)",
+                    printable(credential), secret.size(), key.key_size_bits, plan->key_bytes));
+  }
+  if (auto usable = check_plain_hash(*plan); !usable) {
+    return usable.error();
+  }
+  return make_plain_key(*plan, secret);
+}
+
 bool accepts_cached_passphrase(const VolumeOptions &volume) {
   switch (volume.password_cache) {
     case PasswordCache::yes:
@@ -116,6 +153,11 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, VolumeOptions 
     return r.error();
   }
   const bool passphrase = is_passphrase_key(request.key);
+  if (v.sealed()) {
+    if (auto r = check_sealed_key_field(request.name, request.key); !r) {
+      return r.error();
+    }
+  }
   const auto path = volume_device_path(request.device);
   if (!path) {
     return path.error();
@@ -137,9 +179,28 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, VolumeOptions 
   std::vector<std::string> notes;
   PassphraseQuestion question{request.name, request.device, v.timeout_us,
                               v.password_cache != PasswordCache::no, accepts_cached_passphrase(v)};
+  // A sealed passphrase may be asked for when the TPM refuses, or after a failed check= (never
+  // with headless=); a sealed key never: the volume opens with it or not at all.
+  const bool may_ask = passphrase || (v.sealed_passphrase && !v.headless);
   VolumeSteps steps;
   steps.key = [&](std::uint32_t attempt) -> Result<SecretBuffer> {
-    if (attempt == 1 && !passphrase) {
+    if (v.sealed() && attempt == 1) {
+      auto secret = services.unseal
+                        ? services.unseal(sealed_key_of(request.key, v))
+                        : Result<SecretBuffer>(make_error(Errc::key, "no way to unseal it"));
+      if (secret) {
+        return key_from_sealed(*secret, v.key, v.sealed_passphrase, request.key);
+      }
+      if (!may_ask) {
+        return make_error(
+            Errc::key,
+            fmt::format("{}: {}{}", request.name, secret.error().message,
+                        v.sealed_passphrase ? " (headless=: no passphrase is asked for)" : ""));
+      }
+      notes.push_back(fmt::format("{}: {}; asking for the passphrase instead", request.name,
+                                  secret.error().message));
+    }
+    if (attempt == 1 && !passphrase && !v.sealed()) {
       key.key_file = request.key;
       if (auto warning = key_file_warning(request.key, services)) {
         notes.push_back(*warning);
@@ -151,7 +212,7 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, VolumeOptions 
                                     "names no key file: give a key file, or drop headless=",
                                     request.name));
     }
-    question.accept_cached = question.accept_cached && attempt == 1;
+    question.accept_cached = question.accept_cached && attempt == 1 && !v.sealed();
     const TerminalReader ask = [&](std::size_t /*max_size*/) -> Result<SecretBuffer> {
       if (!services.ask_passphrase) {
         return make_error(Errc::key, "no way to ask for a passphrase");
@@ -160,7 +221,7 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, VolumeOptions 
     };
     // A passphrase is a typed line (hashed, no line end); a key file is the key itself. The
     // hash is checked before anything is asked.
-    auto derived = derive_plain_key(key, passphrase, ask);
+    auto derived = derive_plain_key(key, may_ask, ask);
     if (!derived) {
       return derived.error();
     }
@@ -172,7 +233,7 @@ Result<AttachOutcome> attach_volume(const AttachRequest &request, VolumeOptions 
     };
     // Only a passphrase is worth asking again: another try reads the same key file.
     steps.again = [&](std::uint32_t attempt) {
-      return passphrase && (v.tries == 0 || attempt < v.tries);
+      return may_ask && (v.tries == 0 || attempt < v.tries);
     };
   }
   const VolumeRequest volume{request.name, v.mapping, v.key.key_size_bits / 8, v.read_only, false};
@@ -198,13 +259,7 @@ Result<int> run_program(const std::vector<std::string> &argv, SecretBuffer *outp
     return make_error(Errc::kernel,
                       fmt::format("cannot run {}: {}", argv.front(), std::strerror(errno)));
   }
-  std::vector<char *> args;
-  args.reserve(argv.size() + 1);
-  for (const auto &arg : argv) {
-    args.push_back(
-        const_cast<char *>(arg.c_str()));  // NOLINT(cppcoreguidelines-pro-type-const-cast)
-  }
-  args.push_back(nullptr);
+  std::vector<char *> args = detail::exec_argv(argv);
   const pid_t pid = fork();
   if (pid < 0) {
     return make_error(Errc::kernel,
@@ -287,6 +342,14 @@ AttachServices system_attach_services() {
     std::error_code ec;
     auto real = std::filesystem::canonical(path, ec);
     return ec ? std::nullopt : std::optional<std::string>(real.string());
+  };
+  s.unseal = [](const SealedKey &key) {
+    // systemd sets it for a unit with credentials; the file is there when LoadCredentialEncrypted=
+    // named this one. In the initramfs and by hand there is none: systemd-creds unseals.
+    const char *directory = std::getenv("CREDENTIALS_DIRECTORY");
+    return sealed_secret(
+        key, directory != nullptr ? std::optional<std::filesystem::path>(directory) : std::nullopt,
+        run_child);
   };
   s.key_file_mode = [](const std::string &path) -> std::optional<unsigned> {
     struct stat st {};

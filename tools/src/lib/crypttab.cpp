@@ -21,6 +21,7 @@
 #include "lbscrypt/cipher.hpp"
 #include "lbscrypt/gating.hpp"
 #include "lbscrypt/numbers.hpp"
+#include "lbscrypt/sealed.hpp"
 #include "lbscrypt/table.hpp"
 #include "reencrypt/files.hpp"
 #include "text_fields.hpp"
@@ -382,6 +383,32 @@ std::vector<OptionRule> option_rules() {
          v.check = std::string(value);
          return Ok{};
        }},
+      {"tpm2-device", true,
+       [](std::string_view value, VolumeOptions &v) -> Result<void> {
+         const bool device = value.starts_with("/dev/") &&
+                             check_table_word("tpm2-device=", value) &&
+                             std::filesystem::path(value).lexically_normal().string() == value;
+         if (value != "auto" && !device) {
+           return bad(fmt::format(
+               "tpm2-device={} is not a TPM2: give auto (the TPM systemd-creds finds) or its "
+               "device, /dev/tpmrm0",
+               printable(value)));
+         }
+         v.tpm2_device = std::string(value);
+         return Ok{};
+       }},
+      {"x-lbscrypt.sealed", true,
+       [](std::string_view value, VolumeOptions &v) -> Result<void> {
+         if (value != "key" && value != "passphrase") {
+           return bad(fmt::format(
+               "x-lbscrypt.sealed={}: give key (the sealed secret is the key itself, the "
+               "default) or passphrase (it is hashed with hash=, and asked for when the TPM "
+               "refuses)",
+               printable(value)));
+         }
+         v.sealed_passphrase = value == "passphrase";
+         return Ok{};
+       }},
       {"checkargs", true,
        [](std::string_view value, VolumeOptions &v) -> Result<void> {
          v.check_args = std::string(value);
@@ -448,8 +475,15 @@ std::optional<std::string_view> systemd_only_option(std::string_view name) {
   constexpr std::string_view kTcrypt =
       "it is for TrueCrypt and VeraCrypt volumes; list one in /etc/crypttab";
   constexpr std::string_view kToken =
-      "a key from a token (PKCS#11, FIDO2, TPM2) is enrolled in a LUKS2 header, and a plain "
-      "volume has none; give a key file or ask for a passphrase";
+      "a key from a token (PKCS#11, FIDO2) is enrolled in a LUKS2 header, and a plain "
+      "volume has none; give a key file, a key sealed to the TPM2 (tpm2-device=) or ask for a "
+      "passphrase";
+  constexpr std::string_view kPcrPolicy =
+      "a sealed key's PCR policy is chosen when it is sealed (lbscrypt seal --tpm2-pcrs=), "
+      "not on the line; give tpm2-device=auto alone";
+  constexpr std::string_view kSignedPolicy =
+      "signed PCR policies are not supported for sealed plain keys: seal with lbscrypt seal "
+      "--tpm2-pcrs= and give tpm2-device=auto";
   constexpr Refusal kRefusals[] = {
       {"verify", "plain mode asks once; check= catches a mistyped passphrase and asks again"},
       {"password-echo",
@@ -465,15 +499,16 @@ std::optional<std::string_view> systemd_only_option(std::string_view name) {
       {"fido2-device", kToken},
       {"fido2-cid", kToken},
       {"fido2-rp", kToken},
-      {"tpm2-device", kToken},
-      {"tpm2-pcrs", kToken},
-      {"tpm2-signature", kToken},
-      {"tpm2-pin", kToken},
-      {"tpm2-public-key", kToken},
-      {"tpm2-public-key-pcrs", kToken},
-      {"tpm2-pcrlock", kToken},
-      {"tpm2-measure-pcr", kToken},
-      {"tpm2-measure-bank", kToken},
+      {"tpm2-pcrs", kPcrPolicy},
+      {"tpm2-signature", kSignedPolicy},
+      {"tpm2-pin",
+       "systemd-creds seals without a PIN (252 has none): lbscrypt has no TPM2 PIN; seal a "
+       "passphrase (x-lbscrypt.sealed=passphrase) to have one asked for when the TPM refuses"},
+      {"tpm2-public-key", kSignedPolicy},
+      {"tpm2-public-key-pcrs", kSignedPolicy},
+      {"tpm2-pcrlock", kSignedPolicy},
+      {"tpm2-measure-pcr", "lbscrypt measures nothing into the TPM2 when a volume opens"},
+      {"tpm2-measure-bank", "lbscrypt measures nothing into the TPM2 when a volume opens"},
       {"tcrypt-hidden", kTcrypt},
       {"tcrypt-system", kTcrypt},
       {"tcrypt-veracrypt", kTcrypt},
@@ -545,12 +580,27 @@ Result<void> check_together(const VolumeOptions &v, bool passphrase,
         "swap and tmp both format the volume after it opens (mkswap, mkfs): keep the one the "
         "volume is for");
   }
+  if (v.sealed() && passphrase) {
+    return bad(
+        "tpm2-device= unseals the credential the key field names, and the line asks for a "
+        "passphrase: give the sealed credential's path (lbscrypt seal writes it) as the key");
+  }
+  if (seen.contains("x-lbscrypt.sealed") && !v.sealed()) {
+    return bad(
+        "x-lbscrypt.sealed= says what a sealed credential holds, and the line seals nothing: "
+        "add tpm2-device=auto, or drop it");
+  }
+  if (v.sealed() && (seen.contains("keyfile-offset") || seen.contains("keyfile-size"))) {
+    return bad(
+        "keyfile-offset= and keyfile-size= are for a key file, and a sealed credential holds "
+        "the key alone: drop them (seal the key's bytes alone)");
+  }
   if (passphrase && (seen.contains("keyfile-offset") || seen.contains("keyfile-size"))) {
     return bad(
         "keyfile-offset= and keyfile-size= are for a key file, and the line asks for a "
         "passphrase: drop them, or name the key file in the third field");
   }
-  if (!passphrase && v.key.hash && *v.key.hash != "plain") {
+  if (!passphrase && !v.sealed_passphrase && v.key.hash && *v.key.hash != "plain") {
     return bad(fmt::format(
         "hash={} with a key file has two meanings: systemd-cryptsetup hashes the key file's "
         "bytes with it, the cryptsetup command line ignores it; write hash=plain, or drop "
@@ -678,7 +728,7 @@ Result<VolumeOptions> parse_volume_options(std::string_view options, bool passph
         "no size=: name the key size in bits, e.g. size=256 (crypttab's plain default "
         "differs from lbscrypt's)");
   }
-  if (passphrase && !seen.contains("hash")) {
+  if ((passphrase || v.sealed_passphrase) && !seen.contains("hash")) {
     return bad(
         fmt::format("no hash= for a passphrase: crypttab's plain default (ripemd160) is "
                     "not lbscrypt's ({}); name it, e.g. hash={}",
@@ -814,6 +864,19 @@ Result<std::string> volume_device_path(std::string_view device) {
   return std::string(device);
 }
 
+Result<void> check_sealed_key_field(std::string_view name, std::string_view key) {
+  if (!key.starts_with('/') || key.starts_with("/dev/")) {
+    return bad(fmt::format(
+        "{}: tpm2-device= unseals the credential file the key field names, and '{}' is {}: "
+        "give the file lbscrypt seal wrote (/etc/lbscrypt/{}.cred)",
+        name, printable(key), key.starts_with('/') ? "a device" : "not an absolute path", name));
+  }
+  if (auto id = credential_id(key); !id) {
+    return bad(fmt::format("{}: {}", name, id.error().message));
+  }
+  return Ok{};
+}
+
 Result<void> check_mapping_name(std::string_view name) {
   const bool control = std::any_of(name.begin(), name.end(), [](char c) {
     const auto byte = static_cast<unsigned char>(c);
@@ -910,6 +973,12 @@ Lbscrypttab parse_lbscrypttab(std::string_view text, std::string_view path) {
     if (!volume) {
       refuse(fmt::format("{}: {}", entry.name, volume.error().message));
       continue;
+    }
+    if (volume->sealed()) {
+      if (auto r = check_sealed_key_field(entry.name, entry.key); !r) {
+        refuse(r.error().message);
+        continue;
+      }
     }
     entry.volume = std::move(volume).value();
     entry.volume.mapping.device = entry.path;

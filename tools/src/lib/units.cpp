@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "lbscrypt/boot_volumes.hpp"
+#include "lbscrypt/sealed.hpp"
 
 namespace lbscrypt {
 
@@ -116,6 +117,17 @@ std::string key_dependencies(const TabEntry &e) {
   return fmt::format("RequiresMountsFor={}\n", specifier_escape(e.key));
 }
 
+// Whether systemd unseals the volume's sealed key for its unit (LoadCredentialEncrypted=). Not
+// for a sealed passphrase that may be asked for instead: systemd fails the unit before attach
+// runs when the TPM refuses, so attach unseals it itself and asks. Nor for a volume the
+// initramfs opens: attach finds it open and needs no key, and a PCR extended since must not
+// fail its unit.
+bool loads_credential(const TabEntry &e, const GeneratorSettings &settings) {
+  const VolumeOptions &v = e.volume;
+  const bool may_ask = v.sealed_passphrase && !v.headless;
+  return v.sealed() && !may_ask && !v.initrd_attach && !opens_in_initrd(e, settings.boot);
+}
+
 // The volume's unit; Errc::invalid_argument when an argument holds a NUL.
 Result<std::string> volume_unit(const TabEntry &e, const GeneratorSettings &settings) {
   const VolumeOptions &v = e.volume;
@@ -180,6 +192,15 @@ Result<std::string> volume_unit(const TabEntry &e, const GeneratorSettings &sett
   // can be taken by another (attach decides when: password-cache=).
   u += "KeyringMode=shared\n";
   u += "OOMScoreAdjust=500\n";
+  if (loads_credential(e, settings)) {
+    // systemd unseals it into the unit's private credentials directory, where attach reads
+    // it ($CREDENTIALS_DIRECTORY/ID); the name must be the one sealed into the credential.
+    const auto id = credential_id(e.key);
+    if (!id) {
+      return id.error();
+    }
+    u += fmt::format("LoadCredentialEncrypted={}:{}\n", *id, specifier_escape(e.key));
+  }
   u += fmt::format("ExecStart={} attach {} {} {} {}\n", settings.tool, args[0], args[1], args[2],
                    args[3]);
   u += fmt::format("ExecStop={} detach {}\n", settings.tool, args[0]);
@@ -232,6 +253,11 @@ std::optional<std::string> unwritable(const TabEntry &e) {
   if (!e.path.starts_with("/dev/") && !plain_setting_path(e.path)) {
     return "the device path holds a blank, quote, backslash or control byte, or is not UTF-8: "
            "RequiresMountsFor= cannot name it; move the image to a plain path";
+  }
+  if (e.volume.sealed()) {
+    if (const auto bad = check_sealed_key_field(e.name, e.key); !bad) {
+      return bad.error().message;
+    }
   }
   if (!is_passphrase_key(e.key) && !e.key.starts_with("/dev/") && !plain_setting_path(e.key)) {
     return "the key path holds a blank, quote, backslash or control byte, or is not UTF-8: "

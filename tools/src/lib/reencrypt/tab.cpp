@@ -137,6 +137,16 @@ Result<TabChange> plan_tab_change(const TabEntry &entry, const CryptSide &new_si
   change.name = entry.name;
   const bool passphrase = is_passphrase_key(entry.key);
   using NewKey = TabUpdate::NewKey;
+  if (entry.volume.sealed() && update.new_key != NewKey::kept) {
+    return make_error(Errc::refused,
+                      fmt::format("{} opens with the key sealed in {} (tpm2-device=), and "
+                                  "--update-tab would put a clear key in its place: give "
+                                  "--keep-key, or reencrypt without --update-tab and, once it "
+                                  "has finished, seal the new key over it (lbscrypt seal "
+                                  "--key-file NEW --force {}) and write the line's new "
+                                  "parameters",
+                                  where, entry.key, entry.key));
+  }
   if (passphrase && update.new_key == NewKey::file) {
     return make_error(Errc::refused,
                       fmt::format("{} asks for a passphrase and the new key comes from {}: give "
