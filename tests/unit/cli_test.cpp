@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include <unistd.h>
@@ -135,8 +137,16 @@ struct Cli {
     services.attach.key_file_mode = [](const std::string &) { return std::optional(0100400U); };
     services.reencrypt_registry = registry;
     services.reencrypt = reencrypt;
+    services.run_child = run_child;
+    services.has_program = has_program;
+    services.attach.unseal = unseal;
     return lbscrypt::cli::run(args, out, err, services);
   }
+  // seal's and open's systemd-creds, the programs installed, the TPM2: unset unless a test
+  // gives them.
+  lbscrypt::ChildRunner run_child;
+  std::function<bool(std::string_view)> has_program;
+  std::function<lbscrypt::Result<lbscrypt::SecretBuffer>(const lbscrypt::SealedKey &)> unseal;
   std::map<std::string, std::string> files;  // what read_file finds
   // The registry of reencrypt runs open, attach and tab list consult: none unless a test
   // gives one (the machine's own is never read).
@@ -1213,4 +1223,181 @@ TEST_CASE("cli generate-units: lbscrypt=no on the kernel command line writes no 
         "lbscrypt-generator: the kernel command line's lbscrypt=perhaps is not "
         "yes or no: ignored\n");
   CHECK(std::filesystem::exists(dir.path / "lbscrypt@ok.service"));
+}
+
+namespace {
+
+// seal's world: a sysfs whose PCR 7 was never extended and PCR 0 was, a /dev with tpmrm0, and
+// a systemd-creds that records what it was given.
+struct SealRig {
+  lbscrypt::test::TempDir dir;
+  Cli cli;
+  std::vector<std::vector<std::string>> calls;
+  std::vector<std::string> inputs;
+  int status = 0;
+
+  SealRig() {
+    const auto pcrs = dir.path / "sys/class/tpm/tpm0/pcr-sha256";
+    std::filesystem::create_directories(pcrs);
+    std::ofstream(pcrs / "7") << std::string(64, '0') << "\n";
+    std::ofstream(pcrs / "0") << std::string(63, '0') << "1\n";
+    std::filesystem::create_directories(dir.path / "dev");
+    std::ofstream(dir.path / "dev/tpmrm0") << "";
+    cli.has_program = [](std::string_view program) { return program == "systemd-creds"; };
+    cli.run_child = [this](const std::vector<std::string> &argv,
+                           const lbscrypt::SecretBuffer *input,
+                           lbscrypt::SecretBuffer *) -> lbscrypt::Result<lbscrypt::ChildOutcome> {
+      calls.push_back(argv);
+      inputs.emplace_back(input != nullptr ? std::string(input->view()) : "");
+      return lbscrypt::ChildOutcome{status, status == 0 ? "" : "Failed to seal: no TPM2"};
+    };
+  }
+
+  int seal(std::vector<std::string> args) {
+    args.insert(args.begin(), {"seal", "--sysfs", (dir.path / "sys").string(), "--dev",
+                               (dir.path / "dev").string()});
+    return cli.run(args);
+  }
+  [[nodiscard]] std::string output() const { return (dir.path / "data.cred").string(); }
+};
+
+}  // namespace
+
+TEST_CASE("cli seal: a fresh random key through systemd-creds, with the PCR warning", "[cli]") {
+  SealRig rig;
+  REQUIRE(rig.seal({"--random", "64", rig.output()}) == 0);
+  REQUIRE(rig.calls.size() == 1);
+  CHECK(rig.calls[0] == std::vector<std::string>{"systemd-creds", "encrypt", "--with-key=tpm2",
+                                                 "--tpm2-pcrs=7", "--name=data", "-",
+                                                 rig.output()});
+  CHECK(rig.inputs[0].size() == 64);
+  CHECK(rig.cli.err.str() ==
+        "lbscrypt: warning: PCR 7 was never extended: a policy on it protects nothing\n");
+  CHECK(rig.cli.out.str() == rig.output() +
+                                 ": sealed to this TPM2 (PCRs 7) as credential data; "
+                                 "lbscrypttab: key " +
+                                 rig.output() + ", options tpm2-device=auto\n");
+  // PCR 0 was extended: no warning; -q drops the warning.
+  REQUIRE(rig.seal({"--random", "32", "--tpm2-pcrs", "0", (rig.dir.path / "b.cred").string()}) ==
+          0);
+  CHECK(rig.cli.err.str().empty());
+  CHECK(rig.calls[1][3] == "--tpm2-pcrs=0");
+  REQUIRE(rig.seal({"-q", "--random", "32", (rig.dir.path / "c.cred").string()}) == 0);
+  CHECK(rig.cli.err.str().empty());
+}
+
+TEST_CASE("cli seal: a key file, or a passphrase typed twice", "[cli]") {
+  SealRig rig;
+  REQUIRE(rig.seal({"--key-file", kKeyFile, "--tpm2-pcrs", "0+7", rig.output()}) == 0);
+  std::string key;
+  for (int i = 0; i < 64; ++i) {
+    key += static_cast<char>(i);
+  }
+  CHECK(rig.inputs.at(0) == key);
+  CHECK(rig.calls.at(0)[3] == "--tpm2-pcrs=0+7");
+  SealRig typed;
+  typed.cli.stdin_tty = true;
+  REQUIRE(typed.seal({typed.output()}) == 0);
+  CHECK(typed.inputs.at(0) == "correct horse");
+  CHECK(typed.cli.prompts == 1);  // the fake reader stands for both prompts (verify=true)
+  CHECK_THAT(typed.cli.out.str(),
+             Catch::EndsWith("tpm2-device=auto,x-lbscrypt.sealed=passphrase\n"));
+}
+
+TEST_CASE("cli seal: refusals are one line, exit non-zero, run nothing", "[cli]") {
+  SealRig rig;
+  SECTION("no TPM2") {
+    std::filesystem::remove(rig.dir.path / "dev/tpmrm0");
+    CHECK(rig.seal({"--random", "64", rig.output()}) == lbscrypt::cli::kExitDevice);
+    CHECK(rig.cli.err.str() == "lbscrypt: no TPM2 here: " + (rig.dir.path / "dev/tpmrm0").string() +
+                                   " does not exist; load its driver (modprobe tpm_tis or "
+                                   "tpm_crb) on a machine with a TPM2, or give a virtual machine "
+                                   "one (swtpm)\n");
+  }
+  SECTION("no systemd-creds") {
+    rig.cli.has_program = [](std::string_view) { return false; };
+    CHECK(rig.seal({"--random", "64", rig.output()}) == lbscrypt::cli::kExitDevice);
+    CHECK_THAT(rig.cli.err.str(),
+               Catch::StartsWith("lbscrypt: systemd-creds is not installed: install systemd"));
+  }
+  SECTION("an existing credential: never replaced by a random key, else only with --force") {
+    std::ofstream(rig.output()) << "old";
+    CHECK(rig.seal({"--random", "64", rig.output()}) == lbscrypt::cli::kExitBusy);
+    CHECK_THAT(rig.cli.err.str(), Catch::Contains("exists: a fresh random key would replace"));
+    CHECK(rig.seal({"--random", "64", "--force", rig.output()}) == lbscrypt::cli::kExitBusy);
+    CHECK(rig.seal({"--key-file", kKeyFile, rig.output()}) == lbscrypt::cli::kExitBusy);
+    CHECK_THAT(rig.cli.err.str(), Catch::Contains("give --force to replace it"));
+    CHECK(rig.calls.empty());
+    CHECK(rig.seal({"--key-file", kKeyFile, "--force", rig.output()}) == 0);
+    CHECK(rig.calls.size() == 1);
+    CHECK_FALSE(rig.cli.out.str().empty());
+    rig.calls.clear();
+    rig.cli.out.str("");
+  }
+  SECTION("bad words") {
+    CHECK(rig.seal({"--random", "64", "--key-file", kKeyFile, rig.output()}) == 1);
+    CHECK(rig.seal({"--random", "64", "--tpm2-pcrs", "24", rig.output()}) == 1);
+    CHECK(rig.seal({"--random", "8", rig.output()}) == 1);
+    CHECK(rig.seal({"--random", "64", (rig.dir.path / "a:b.cred").string()}) == 1);
+    CHECK(rig.seal({rig.output()}) == 1);  // no terminal, no source
+    CHECK_THAT(rig.cli.err.str(), Catch::StartsWith("lbscrypt: no secret to seal: give --random"));
+  }
+  SECTION("systemd-creds refuses") {
+    rig.status = 1;
+    CHECK(rig.seal({"--random", "64", rig.output()}) == 1);
+    CHECK_THAT(rig.cli.err.str(),
+               Catch::EndsWith("lbscrypt: systemd-creds could not seal " + rig.output() +
+                               " to the TPM2 (exit status 1): Failed to seal: no TPM2\n"));
+    rig.calls.clear();
+  }
+  CHECK(rig.calls.empty());
+  CHECK(rig.cli.out.str().empty());
+}
+
+TEST_CASE("cli: --tpm2-credential unseals the key for table and open", "[cli]") {
+  Cli cli;
+  std::vector<lbscrypt::SealedKey> asked;
+  std::optional<std::string> secret;
+  cli.unseal = [&](const lbscrypt::SealedKey &key) -> lbscrypt::Result<lbscrypt::SecretBuffer> {
+    asked.push_back(key);
+    if (!secret) {
+      return lbscrypt::make_error(lbscrypt::Errc::key, "the TPM2 did not unseal it");
+    }
+    return lbscrypt::SecretBuffer(secret->data(), secret->size());
+  };
+  const std::vector<std::string> offline{
+      "table", "--assume-version", "1.30.0", "--assume-page-size", "4096", "--size", "8"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = offline;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return cli.run(args);
+  };
+  secret = std::string(32, '\x01');
+  REQUIRE(with({"--tpm2-credential", "/etc/lbscrypt/data.cred", "/dev/vdb"}) == 0);
+  CHECK(cli.out.str() ==
+        "0 8 crypt aes-xts-plain64 "
+        "0101010101010101010101010101010101010101010101010101010101010101 0 /dev/vdb 0\n");
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].credential == "/etc/lbscrypt/data.cred");
+  // A sealed passphrase, hashed as a typed one.
+  secret = "correct horse";
+  REQUIRE(with({"--tpm2-credential", "/etc/lbscrypt/p.cred", "--sealed-passphrase", "--hash",
+                "sha256", "/dev/vdb"}) == 0);
+  CHECK(cli.out.str() ==
+        "0 8 crypt aes-xts-plain64 "
+        "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631 0 /dev/vdb 0\n");
+  // Refusals: the TPM refuses (never a prompt), conflicting key sources.
+  secret.reset();
+  cli.stdin_tty = true;
+  CHECK(with({"--tpm2-credential", "/etc/lbscrypt/data.cred", "/dev/vdb"}) == 1);
+  CHECK(cli.err.str() == "lbscrypt: the TPM2 did not unseal it\n");
+  CHECK(cli.prompts == 0);
+  CHECK(with({"--tpm2-credential", "/c.cred", "--key-file", kKeyFile, "/dev/vdb"}) == 1);
+  CHECK_THAT(cli.err.str(), Catch::Contains("--tpm2-credential is the key's source"));
+  CHECK(with({"--tpm2-credential", "/c.cred", "--hash", "sha256", "/dev/vdb"}) == 1);
+  CHECK_THAT(cli.err.str(), Catch::Contains("give --sealed-passphrase if it holds a passphrase"));
+  CHECK(with({"--sealed-passphrase", "/dev/vdb"}) == 1);
+  CHECK_THAT(cli.err.str(), Catch::Contains("give the credential file too"));
+  CHECK(asked.size() == 3);
+  CHECK(cli.prompts == 0);
 }

@@ -36,6 +36,7 @@
 #include "options.hpp"
 #include "output.hpp"
 #include "reencrypt_cmd.hpp"
+#include "seal_cmd.hpp"
 #include "status_cmd.hpp"
 #include "tab_cmd.hpp"
 #include "table_cmd.hpp"
@@ -109,7 +110,6 @@ int exit_code(Errc code) {
   return kExitInvalid;
 }
 
-// Whether `program` is an executable in one of PATH's directories.
 bool in_path(std::string_view program) {
   const char *path = std::getenv("PATH");
   std::string_view dirs = path != nullptr ? path : "/usr/sbin:/usr/bin:/sbin:/bin";
@@ -159,6 +159,8 @@ Services system_services() {
   };
   s.reencrypt.make_prober = make_blkid_prober;
   s.reencrypt.now_utc = utc_now;
+  s.run_child = run_child;
+  s.has_program = in_path;
   return s;
 }
 
@@ -244,6 +246,7 @@ struct Args {
   GenerateArgs generate;
   AttachArgs attach;
   ReencryptArgs reencrypt;
+  SealArgs seal;
 };
 
 struct Command {
@@ -287,6 +290,8 @@ int run(const std::vector<std::string> &args, std::ostream &out, std::ostream &e
        [&] { return attach_command(a.attach, f, services, out, err); }},
       {add_reencrypt_command(app, a.reencrypt, f),
        [&] { return reencrypt_command(a.reencrypt, f, services, out, err); }},
+      {add_seal_command(app, a.seal, f),
+       [&] { return seal_command(a.seal, f, services, out, err); }},
   };
   if (const auto done = parse(app, args, out, err)) {
     return *done;

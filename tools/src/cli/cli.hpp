@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lbscrypt/attach.hpp"
@@ -20,6 +21,7 @@
 #include "lbscrypt/reencrypt/registry.hpp"
 #include "lbscrypt/reencrypt/run.hpp"
 #include "lbscrypt/result.hpp"
+#include "lbscrypt/sealed.hpp"
 #include "tty.hpp"
 
 namespace lbscrypt::cli {
@@ -71,7 +73,15 @@ struct Services {
   bool is_root = false;
 
   ReencryptServices reencrypt;
+
+  // For seal, and open with --tpm2-credential: systemd-creds through pipes (sealed.hpp;
+  // unset: run_child), and whether a program is installed (unset: in_path).
+  ChildRunner run_child;
+  std::function<bool(std::string_view program)> has_program;
 };
+
+// Whether `program` is an executable in one of PATH's directories.
+[[nodiscard]] bool in_path(std::string_view program);
 
 // The real services: libdevmapper, the system's block devices, the controlling terminal.
 [[nodiscard]] Services system_services();

@@ -124,6 +124,10 @@ void add_mapping_options(CLI::App &cmd, MappingArgs &args, CommonFlags &flags) {
                    fmt::format("dm-crypt {}", flag.table));
     }
   }
+  add_text(cmd, "--tpm2-credential", args.tpm2_credential,
+           "Unseal the key from this credential file with the TPM2 (lbscrypt seal made it)");
+  cmd.add_flag("--sealed-passphrase", args.sealed_passphrase,
+               "The --tpm2-credential holds a passphrase, hashed with --hash (default sha256)");
   cmd.add_flag("--verify-passphrase,-y", args.verify, "Ask for the passphrase twice");
   add_number<std::uint32_t>(
       cmd, "--timeout,-t", [&args](std::uint32_t seconds) { args.timeout_s = seconds; },
@@ -157,8 +161,45 @@ Result<MappingType> mapping_type(const std::string &type) {
                     fmt::format("--type {} is not known: use plain or luks", type));
 }
 
+namespace {
+
+// The key from --tpm2-credential: unsealed by systemd-creds, never asked for instead.
+Result<SecretBuffer> unseal_key(const MappingArgs &args, const CommonFlags &flags,
+                                const Services &services) {
+  const std::string &credential = *args.tpm2_credential;
+  const KeyOptions &k = args.key;
+  if (k.key_file || k.keyfile_offset != 0 || k.keyfile_size || args.verify) {
+    return make_error(Errc::invalid_argument,
+                      "--tpm2-credential is the key's source: drop --key-file, "
+                      "--keyfile-offset, --keyfile-size and -y");
+  }
+  if (k.hash && !args.sealed_passphrase) {
+    return make_error(Errc::invalid_argument,
+                      "--hash hashes a passphrase, and the credential holds a key: drop --hash, "
+                      "or give --sealed-passphrase if it holds a passphrase");
+  }
+  if (!services.attach.unseal) {
+    return make_error(Errc::key, "no way to unseal a credential in this build");
+  }
+  auto secret = services.attach.unseal(SealedKey{credential, std::nullopt});
+  if (!secret) {
+    return secret.error();
+  }
+  return key_from_sealed(*secret, key_options(args, flags), args.sealed_passphrase, credential);
+}
+
+}  // namespace
+
 Result<SecretBuffer> ask_key(const MappingArgs &args, const CommonFlags &flags,
                              const Services &services, std::ostream &err) {
+  if (args.tpm2_credential) {
+    return unseal_key(args, flags, services);
+  }
+  if (args.sealed_passphrase) {
+    return make_error(Errc::invalid_argument,
+                      "--sealed-passphrase says what a --tpm2-credential holds: give the "
+                      "credential file too");
+  }
   TerminalOptions terminal_options;
   terminal_options.verify = args.verify;
   terminal_options.timeout_s = args.timeout_s;

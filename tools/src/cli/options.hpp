@@ -109,6 +109,8 @@ struct MappingArgs {
   bool verify = false;     // -y
   unsigned timeout_s = 0;  // --timeout
   EnvironmentArgs environment;
+  std::optional<std::string> tpm2_credential;  // --tpm2-credential: a key sealed to the TPM2
+  bool sealed_passphrase = false;              // --sealed-passphrase: it holds a passphrase
 };
 
 void add_mapping_options(CLI::App &cmd, MappingArgs &args, CommonFlags &flags);
