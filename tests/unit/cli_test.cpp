@@ -959,7 +959,7 @@ TEST_CASE("cli: an unknown command is refused in one line that names the command
   const std::string commands =
       "give one of table, open, close, detach, status, check, matrix, benchmark, tab, "
       "generate-units, "
-      "attach, reencrypt (lbscrypt --help says what each does)\n";
+      "attach, reencrypt, seal (lbscrypt --help says what each does)\n";
   CHECK(cli.run({"frobnicate", "/dev/ram0"}) == lbscrypt::cli::kExitInvalid);
   CHECK(cli.err.str() == "lbscrypt: 'frobnicate' is not a command: " + commands);
   CHECK(cli.out.str().empty());

@@ -244,7 +244,7 @@ TEST_CASE("sealed: run_child survives a child that reads nothing, and a missing 
   const fs::path script = dir.path / "deaf";
   write_file(script, "#!/bin/sh\necho refused >&2\nexit 1\n", true);
   // More than a pipe holds: the parent's writes meet a closed pipe (EPIPE, no SIGPIPE death).
-  const std::string big(1024 * 1024, 'x');
+  const std::string big(std::size_t{1024} * 1024, 'x');
   const SecretBuffer input(big.data(), big.size());
   const auto done = lbscrypt::run_child({script.string()}, &input, nullptr);
   REQUIRE(done.ok());
