@@ -321,7 +321,8 @@ struct SealedRig : Rig {
                                         " (credential vol): systemd-creds: Failed to unseal "
                                         "secret using TPM2: State not recoverable");
       }
-      return SecretBuffer(secret->data(), secret->size());
+      const std::string &text = *secret;
+      return SecretBuffer(text.data(), text.size());
     };
   }
 };

@@ -1363,7 +1363,8 @@ TEST_CASE("cli: --tpm2-credential unseals the key for table and open", "[cli]") 
     if (!secret) {
       return lbscrypt::make_error(lbscrypt::Errc::key, "the TPM2 did not unseal it");
     }
-    return lbscrypt::SecretBuffer(secret->data(), secret->size());
+    const std::string &text = *secret;
+    return lbscrypt::SecretBuffer(text.data(), text.size());
   };
   const std::vector<std::string> offline{
       "table", "--assume-version", "1.30.0", "--assume-page-size", "4096", "--size", "8"};
