@@ -5,6 +5,7 @@ console as a person at the machine would (tests/initramfs-check).
 
     tests/initramfs-boot.py --qemu Q --kernel K --initrd I --append A --disk IMG...
         --answer PROMPT TEXT... --expect LINE... [--hotplug TEXT IMG...] --timeout S --log FILE
+        [--tpm SOCKET]
 
 Each --answer types TEXT and a return when PROMPT appears on the console (once
 each, in order: the same PROMPT twice is answered at its first and its second
@@ -14,8 +15,10 @@ appears on the console: a disk that comes late, as a slow or assembled one does.
 The run passes when every --expect line has appeared, in order,
 before the guest powers off. Answers and expected lines are each in order,
 followed apart (a line expected between two prompts is found however the
-console's output was split). Prints what it saw and why it failed;
-exit 0 on success, 1 otherwise.
+console's output was split). --tpm SOCKET gives the guest a TPM 2.0 (tpm-tis)
+on the swtpm whose control channel is SOCKET (qemu/lib/swtpm.sh, swtpm_start:
+the caller starts and stops it). Prints what it saw and why it failed; exit 0
+on success, 1 otherwise.
 """
 import argparse
 import os
@@ -78,6 +81,7 @@ def main():
     ap.add_argument("--hotplug", action="append", nargs=2, default=[])
     ap.add_argument("--timeout", type=int, default=180)
     ap.add_argument("--log", required=True)
+    ap.add_argument("--tpm")
     a = ap.parse_args()
     # Emulated with one TCG thread, as qemu/run boots the rig's amd64 guests (it says why:
     # KVM guests hung under nested virtualisation).
@@ -94,6 +98,9 @@ def main():
             os.unlink(qmp_path)
         cmd += ["-qmp", "unix:%s,server=on,wait=off" % qmp_path]
     hotplugs = [list(x) for x in a.hotplug]
+    if a.tpm:
+        cmd += ["-chardev", "socket,id=chrtpm,path=%s" % a.tpm,
+                "-tpmdev", "emulator,id=tpm0,chardev=chrtpm", "-device", "tpm-tis,tpmdev=tpm0"]
     answers = [list(x) for x in a.answer]
     expects = list(a.expect)
     seen = b""
