@@ -7,7 +7,9 @@
 # /etc/lbscrypttab, /etc/fstab, key files and password agent (see
 # tests/systemd-check); each volume's filesystem holds /token, "VOLUME TOKEN",
 # but lbsmidway's disk, mid-way through lbscrypt reencrypt (its registry entry
-# filed by lbs-midway.service), which must be refused.
+# filed by lbs-midway.service), which must be refused; lbssealed's and
+# lbssealpass's keys are sealed to the guest's TPM (tests/guest/systemd-tpm.sh,
+# run after this one, goes on with them).
 # Checks what the boot left, one line per check; then writes /written to lbsdata
 # (the host reads it back after the shutdown) and stops lbspass by hand.
 #
@@ -154,6 +156,10 @@ volume lbsforever 4096 /srv/forever
 volume "$long_name" 4096 /srv/long
 volume lbsroot 4096 /srv/root
 volume lbsesc 4096 /srv/esc
+# keys sealed to the TPM (the units load the credentials; systemd-tpm.sh, run
+# after this, checks the rest)
+volume lbssealed 65536 /srv/sealed
+volume lbssealpass 4096 /srv/sealpass
 
 # --- udev's escaped names, swap and tmp from random keys, allow-discards
 esc_dev='dev-disk-by\x2dpartlabel-lbsesc\x5cx281\x5cx29.device'
