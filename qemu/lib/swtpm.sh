@@ -7,7 +7,9 @@
 # sealed credential is bound to) and its NV storage. swtpm makes a fresh TPM
 # there the first time (tpm2-00.permall) and reuses it after, so a key sealed in
 # one boot opens in the next, and a new directory is a new TPM that refuses it.
-# One swtpm at a time per directory: swtpm locks it (a second one fails to start).
+# One swtpm at a time per directory: swtpm locks it as its TPM comes up (a
+# second one on the host fails to start, saying so; beside qemu, that qemu fails
+# as it starts).
 
 # swtpm_pid: the swtpm swtpm_start started, until swtpm_stop
 swtpm_pid=''
