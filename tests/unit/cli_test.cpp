@@ -1286,6 +1286,37 @@ TEST_CASE("cli seal: a fresh random key through systemd-creds, with the PCR warn
   CHECK(rig.cli.err.str().empty());
 }
 
+TEST_CASE("cli seal: --name seals under the name of the line's credential it will replace",
+          "[cli]") {
+  SealRig rig;
+  const std::string next = (rig.dir.path / "data.new.cred").string();
+  REQUIRE(rig.seal({"-q", "--random", "64", "--name", "data", next}) == 0);
+  REQUIRE(rig.calls.size() == 1);
+  CHECK(rig.calls[0] == std::vector<std::string>{"systemd-creds", "encrypt", "--with-key=tpm2",
+                                                 "--tpm2-pcrs=7", "--name=data", "-", next});
+  CHECK(rig.cli.out.str() == next +
+                                 ": sealed to this TPM2 (PCRs 7) as credential data, not its "
+                                 "file's name: it unseals once renamed to " +
+                                 rig.output() +
+                                 " (reencrypt --update-tab --new-tpm2-credential renames it at "
+                                 "the end)\n");
+  // The file's own name given: the ordinary line.
+  REQUIRE(rig.seal({"-q", "--random", "64", "--name", "b", (rig.dir.path / "b.cred").string()}) ==
+          0);
+  CHECK_THAT(rig.cli.out.str(), Catch::Contains("as credential b; lbscrypttab: key "));
+  // A name systemd would refuse: one line, exit 1, nothing run or written.
+  for (const std::string bad : {"a/b", "a:b", "..", "a b"}) {
+    INFO(bad);
+    CHECK(rig.seal({"--random", "64", "--name", bad, (rig.dir.path / "c.cred").string()}) == 1);
+    CHECK_THAT(rig.cli.err.str(), Catch::StartsWith("lbscrypt: --name '"));
+    CHECK_THAT(rig.cli.err.str(), Catch::EndsWith("is no credential name systemd takes: name it "
+                                                  "with printable ASCII letters, digits and -._ "
+                                                  "only, at most 255 bytes\n"));
+  }
+  CHECK(rig.calls.size() == 2);
+  CHECK_FALSE(std::filesystem::exists(rig.dir.path / "c.cred"));
+}
+
 TEST_CASE("cli seal: a key file, or a passphrase typed twice", "[cli]") {
   SealRig rig;
   REQUIRE(rig.seal({"--key-file", kKeyFile, "--tpm2-pcrs", "0+7", rig.output()}) == 0);

@@ -80,4 +80,20 @@ if ! { [ "$rc" = 1 ] && [ ! -s "$work/out" ]; }; then
 fi
 [ "$(cat "$work/err")" = "lbscrypt: the TPM2 did not unseal $work/etc/data.cred (credential data): systemd-creds: Failed to unseal secret using TPM2: State not recoverable" ] ||
 	fail "refused: $(cat "$work/err")"
+# seal --name: sealed under the name of the line's credential it will replace; a name
+# systemd-creds would refuse is refused in one line, systemd-creds never run.
+"$tool" seal -q --sysfs "$work/sys" --dev "$work/dev" --random 64 --name data \
+	"$work/etc/data.new.cred" >"$work/out"
+printf '%s\n' encrypt --with-key=tpm2 --tpm2-pcrs=7 --name=data - "$work/etc/data.new.cred" |
+	cmp - "$work/bin/argv" || fail "--name argv: $(cat "$work/bin/argv")"
+grep -q "as credential data, not its file's name: it unseals once renamed to $work/etc/data.cred " \
+	"$work/out" || fail "--name: $(cat "$work/out")"
+rm "$work/bin/argv"
+rc=0
+"$tool" seal --sysfs "$work/sys" --dev "$work/dev" --random 64 --name a/b \
+	"$work/etc/odd.cred" 2>"$work/err" || rc=$?
+if ! { [ "$rc" = 1 ] && [ "$(wc -l <"$work/err")" = 1 ] && [ ! -e "$work/bin/argv" ] &&
+	[ ! -e "$work/etc/odd.cred" ]; }; then
+	fail "--name a/b: exit $rc, $(cat "$work/err")"
+fi
 echo "seal and --tpm2-credential through a fake systemd-creds: as documented"

@@ -127,7 +127,7 @@ TEST_CASE("sealed: a PCR never extended draws a warning, read from sysfs", "[sea
 TEST_CASE("sealed: seal runs systemd-creds encrypt with the secret on a pipe", "[sealed]") {
   FakeRunner fake;
   const SecretBuffer secret("k\0ey", 4);
-  const lbscrypt::SealRequest request{"/etc/lbscrypt/data.cred", {0, 7}};
+  const lbscrypt::SealRequest request{"/etc/lbscrypt/data.cred", {0, 7}, std::nullopt};
   REQUIRE(lbscrypt::seal_secret(request, secret, fake.runner()).ok());
   REQUIRE(fake.calls.size() == 1);
   CHECK(fake.calls[0] == std::vector<std::string>{"systemd-creds", "encrypt", "--with-key=tpm2",
@@ -135,7 +135,7 @@ TEST_CASE("sealed: seal runs systemd-creds encrypt with the secret on a pipe", "
                                                   "/etc/lbscrypt/data.cred"});
   CHECK(fake.inputs[0] == std::string("k\0ey", 4));
   // No PCR: the TPM alone, "--tpm2-pcrs=" as systemd-creds reads an empty list.
-  const lbscrypt::SealRequest bare{"/etc/lbscrypt/data.cred", {}};
+  const lbscrypt::SealRequest bare{"/etc/lbscrypt/data.cred", {}, std::nullopt};
   REQUIRE(lbscrypt::seal_secret(bare, secret, fake.runner()).ok());
   CHECK(fake.calls[1][3] == "--tpm2-pcrs=");
 
@@ -148,9 +148,59 @@ TEST_CASE("sealed: seal runs systemd-creds encrypt with the secret on a pipe", "
         "systemd-creds could not seal /etc/lbscrypt/data.cred to the TPM2 (exit status 1): "
         "Failed to find TPM2 device: No such file or directory");
   // A name systemd would not take: nothing is run.
-  const auto bad = lbscrypt::seal_secret({"/etc/lbscrypt/a:b.cred", {7}}, secret, fake.runner());
+  const auto bad =
+      lbscrypt::seal_secret({"/etc/lbscrypt/a:b.cred", {7}, std::nullopt}, secret, fake.runner());
   REQUIRE_FALSE(bad.ok());
   CHECK(fake.calls.size() == 3);
+}
+
+// seal --name: a credential sealed under the name of the line's credential it will replace
+// (reencrypt --update-tab --new-tpm2-credential renames it over that one at the end).
+TEST_CASE("sealed: a credential sealed and unsealed under a name of its own", "[sealed]") {
+  FakeRunner fake;
+  fake.output = "the new key";
+  const SecretBuffer secret("k", 1);
+  const lbscrypt::SealRequest request{"/etc/lbscrypt/data.new.cred", {7}, "data"};
+  CHECK(lbscrypt::seal_name(request).value() == "data");
+  REQUIRE(lbscrypt::seal_secret(request, secret, fake.runner()).ok());
+  CHECK(fake.calls.at(0) == std::vector<std::string>{"systemd-creds", "encrypt", "--with-key=tpm2",
+                                                     "--tpm2-pcrs=7", "--name=data", "-",
+                                                     "/etc/lbscrypt/data.new.cred"});
+  // Any file name goes with a name of its own; a name systemd refuses is refused, nothing run.
+  const lbscrypt::SealRequest odd_file{"/etc/lbscrypt/a:b", {7}, "data"};
+  CHECK(lbscrypt::seal_name(odd_file).value() == "data");
+  for (const std::string &bad :
+       std::vector<std::string>{"", ".", "..", "a/b", "a:b", "a b", "a%b", "a\\b", "a'b", "a\"b",
+                                "\xc3\xa9", std::string(256, 'k')}) {
+    INFO(bad);
+    const auto named = lbscrypt::seal_name({"/etc/lbscrypt/x.cred", {7}, bad});
+    REQUIRE_FALSE(named.ok());
+    CHECK(named.error().code == Errc::invalid_argument);
+    CHECK(named.error().message.starts_with("--name "));
+    CHECK(named.error().message.find("is no credential name systemd takes: name it with "
+                                     "printable ASCII letters, digits and -._ only, at most "
+                                     "255 bytes") != std::string::npos);
+    CHECK_FALSE(lbscrypt::check_credential_name(bad).ok());
+    CHECK_FALSE(
+        lbscrypt::seal_secret({"/etc/lbscrypt/x.cred", {7}, bad}, secret, fake.runner()).ok());
+  }
+  CHECK(lbscrypt::check_credential_name(std::string(255, 'k')).ok());
+  CHECK(fake.calls.size() == 1);
+
+  // Unsealed under that name, by systemd-creds even where a unit's credentials directory has
+  // a file of that name (loaded from the line's own credential: another key).
+  const TempDir dir;
+  write_file(dir.path / "data", "the old key, loaded by the unit");
+  const lbscrypt::SealedKey key{"/etc/lbscrypt/data.new.cred", std::nullopt, "data"};
+  const auto unsealed = lbscrypt::sealed_secret(key, dir.path, fake.runner());
+  REQUIRE(unsealed.ok());
+  CHECK(text_of(*unsealed) == "the new key");
+  REQUIRE(fake.calls.size() == 2);
+  CHECK(fake.calls[1] == std::vector<std::string>{"systemd-creds", "decrypt", "--name=data",
+                                                  "/etc/lbscrypt/data.new.cred", "-"});
+  const lbscrypt::SealedKey odd{"/etc/lbscrypt/data.new.cred", std::nullopt, "a:b"};
+  CHECK_FALSE(lbscrypt::sealed_secret(odd, std::nullopt, fake.runner()).ok());
+  CHECK(fake.calls.size() == 2);
 }
 
 TEST_CASE("sealed: the secret comes from the credentials directory, else systemd-creds",
@@ -158,7 +208,7 @@ TEST_CASE("sealed: the secret comes from the credentials directory, else systemd
   const TempDir dir;
   FakeRunner fake;
   fake.output = "from the TPM";
-  const lbscrypt::SealedKey key{"/etc/lbscrypt/data.cred", std::nullopt};
+  const lbscrypt::SealedKey key{"/etc/lbscrypt/data.cred", std::nullopt, std::nullopt};
   SECTION("LoadCredentialEncrypted= unsealed it: systemd-creds is not run") {
     write_file(dir.path / "data", "from systemd");
     const auto secret = lbscrypt::sealed_secret(key, dir.path, fake.runner());
@@ -179,7 +229,7 @@ TEST_CASE("sealed: the secret comes from the credentials directory, else systemd
     CHECK(fake.inputs[0] == "<none>");
   }
   SECTION("a TPM2 device named on the line") {
-    const lbscrypt::SealedKey named{"/etc/lbscrypt/data.cred", "/dev/tpmrm1"};
+    const lbscrypt::SealedKey named{"/etc/lbscrypt/data.cred", "/dev/tpmrm1", std::nullopt};
     REQUIRE(lbscrypt::sealed_secret(named, std::nullopt, fake.runner()).ok());
     CHECK(fake.calls[0] == std::vector<std::string>{"systemd-creds", "decrypt", "--name=data",
                                                     "--tpm2-device=/dev/tpmrm1",

@@ -6,7 +6,9 @@
 //
 // A credential carries a name that systemd checks when it unseals it: lbscrypt names it after
 // the file, its basename without a trailing ".cred" (/etc/lbscrypt/data.cred is "data"), so a
-// renamed credential must be sealed again.
+// renamed credential must be sealed again. A credential made to be renamed (the new key of a
+// reencrypt, which replaces a line's credential at the end) is sealed under the name it will
+// have (seal --name).
 #pragma once
 
 #include <cstddef>
@@ -36,10 +38,14 @@ inline constexpr std::size_t kMaxRandomKeyBytes = 1024;
 inline constexpr unsigned kMaxPcr = 23;
 
 // The name a credential file carries: its basename without a trailing ".cred". Errc::
-// invalid_argument when that is empty, "." or "..", longer than 255 bytes, or holds a byte
-// systemd does not take in a credential name (':', '/', anything but printable ASCII) or that
-// a unit's LoadCredentialEncrypted=ID:PATH would read otherwise ('%', '\\', a quote, a blank).
+// invalid_argument when that is no usable name (check_credential_name).
 [[nodiscard]] Result<std::string> credential_id(std::string_view path);
+
+// Whether `id` is a name systemd takes for a credential and a unit's
+// LoadCredentialEncrypted=ID:PATH reads as written: Errc::invalid_argument when it is empty,
+// "." or "..", longer than 255 bytes, or holds a byte systemd refuses (':', '/', anything but
+// printable ASCII) or a unit line would read otherwise ('%', '\\', a quote, a blank).
+[[nodiscard]] Result<void> check_credential_name(std::string_view id);
 
 // A PCR list as systemd-creds 252 takes it: decimal PCR numbers 0 to 23 joined by '+' or ','
 // ("7", "0+7", "7,14"); "none" or empty: no PCR, the key is bound to the TPM alone. Sorted; a
@@ -81,7 +87,12 @@ using ChildRunner = std::function<Result<ChildOutcome>(
 struct SealRequest {
   std::string output;          // the credential file to write
   std::vector<unsigned> pcrs;  // the PCR policy
+  // The credential's name (seal --name); nullopt: the file's (credential_id).
+  std::optional<std::string> name;
 };
+
+// The name request.output is sealed under: request.name, checked, or the file's.
+[[nodiscard]] Result<std::string> seal_name(const SealRequest &request);
 
 // systemd-creds encrypt --with-key=tpm2 --tpm2-pcrs=LIST --name=ID - OUTPUT.
 [[nodiscard]] Result<std::vector<std::string>> seal_argv(const SealRequest &request);
@@ -95,13 +106,18 @@ struct SealRequest {
 struct SealedKey {
   std::string credential;                  // the credential file
   std::optional<std::string> tpm2_device;  // a device path; nullopt for auto
+  // The name to unseal it under when it is not the file's: a new credential sealed under the
+  // name of the line's credential it replaces (seal --name).
+  std::optional<std::string> name;
 };
 
 // systemd-creds decrypt --name=ID [--tpm2-device=PATH] FILE -.
 [[nodiscard]] Result<std::vector<std::string>> unseal_argv(const SealedKey &key);
 
 // The secret: from `credentials_directory`/ID when that file exists (systemd unsealed it for
-// the unit: LoadCredentialEncrypted=), otherwise unsealed by systemd-creds decrypt. Errc::key
+// the unit: LoadCredentialEncrypted=), otherwise unsealed by systemd-creds decrypt. A key with
+// a name of its own (SealedKey::name) is always unsealed by systemd-creds: what a unit loaded
+// under that name came from another file (the line's), and may be another key. Errc::key
 // naming the credential and systemd-creds' first error line when the TPM refuses.
 [[nodiscard]] Result<SecretBuffer> sealed_secret(
     const SealedKey &key, const std::optional<std::filesystem::path> &credentials_directory,

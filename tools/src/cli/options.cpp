@@ -181,7 +181,7 @@ Result<SecretBuffer> unseal_key(const MappingArgs &args, const CommonFlags &flag
   if (!services.attach.unseal) {
     return make_error(Errc::key, "no way to unseal a credential in this build");
   }
-  auto secret = services.attach.unseal(SealedKey{credential, std::nullopt});
+  auto secret = services.attach.unseal(SealedKey{credential, std::nullopt, std::nullopt});
   if (!secret) {
     return secret.error();
   }

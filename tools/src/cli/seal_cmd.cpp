@@ -52,6 +52,9 @@ CLI::App *add_seal_command(CLI::App &app, SealArgs &args, CommonFlags &flags) {
              "Seal a fresh random key of this many bytes (64: size=512)");
   add_text(*cmd, "--key-file,-d", args.key_file,
            "Seal this file's bytes (a key, or a passphrase with x-lbscrypt.sealed=passphrase)");
+  add_text(*cmd, "--name", args.name,
+           "The credential's name (default: the file's name without .cred); a new key for "
+           "reencrypt --update-tab takes the name of the line's credential");
   cmd->add_flag("--force", args.force,
                 "Replace an existing credential file (a re-seal; never with --random)");
   cmd->add_option("--sysfs", args.sysfs, "Where sysfs is (the PCR values)")->capture_default_str();
@@ -81,10 +84,10 @@ int seal_command(const SealArgs &args, const CommonFlags &flags, const Services 
   if (!pcrs) {
     return fail(err, pcrs.error());
   }
-  const SealRequest request{args.output, *pcrs};
-  const auto argv = seal_argv(request);  // checks the credential's name
-  if (!argv) {
-    return fail(err, argv.error());
+  const SealRequest request{args.output, *pcrs, args.name};
+  const auto id = seal_name(request);  // checked before anything is looked at
+  if (!id) {
+    return fail(err, id.error());
   }
   std::error_code ec;
   const bool exists = std::filesystem::symlink_status(args.output, ec).type() !=
@@ -137,10 +140,19 @@ int seal_command(const SealArgs &args, const CommonFlags &flags, const Services 
     return fail(err, sealed.error());
   }
   const std::string pcr_text = pcrs->empty() ? "no PCR" : "PCRs " + format_pcr_list(*pcrs);
+  if (const auto own = credential_id(args.output); !own || *own != *id) {
+    // Sealed to be renamed: reencrypt --update-tab --new-tpm2-credential renames it.
+    out << fmt::format(
+        "{}: sealed to this TPM2 ({}) as credential {}, not its file's name: it unseals once "
+        "renamed to {}{} (reencrypt --update-tab --new-tpm2-credential renames it at the end)\n",
+        args.output, pcr_text, *id,
+        (std::filesystem::path(args.output).parent_path() / *id).string(), kCredentialSuffix);
+    return succeed(err, flags);
+  }
   out << fmt::format(
       "{}: sealed to this TPM2 ({}) as credential {}; lbscrypttab: key {}, "
       "options tpm2-device=auto{}\n",
-      args.output, pcr_text, credential_id(args.output).value(), args.output,
+      args.output, pcr_text, *id, args.output,
       args.key_file || args.random ? "" : ",x-lbscrypt.sealed=passphrase");
   return succeed(err, flags);
 }

@@ -23,6 +23,7 @@ struct SealArgs {
   std::string pcrs;                     // --tpm2-pcrs (default kDefaultSealPcrs)
   std::optional<std::uint32_t> random;  // --random BYTES: a fresh key
   std::optional<std::string> key_file;  // --key-file: a key (or passphrase) to seal
+  std::optional<std::string> name;      // --name: the credential's name (default: the file's)
   bool force = false;                   // --force: replace an existing OUTPUT (a re-seal)
   std::string sysfs = "/sys";           // where the PCRs are read
   std::string dev = "/dev";             // where tpmrm0 is looked for

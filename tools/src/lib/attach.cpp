@@ -83,7 +83,7 @@ std::vector<std::string> check_command(const VolumeOptions &volume, const std::s
 }
 
 SealedKey sealed_key_of(const std::string &key, const VolumeOptions &volume) {
-  SealedKey sealed{key, std::nullopt};
+  SealedKey sealed{key, std::nullopt, std::nullopt};
   if (volume.tpm2_device && *volume.tpm2_device != "auto") {
     sealed.tpm2_device = volume.tpm2_device;
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <system_error>
 
 #include <fcntl.h>
@@ -36,7 +37,29 @@ constexpr int kExecFailed = 127;                 // as a shell says a program wa
 
 Error bad(std::string message) { return make_error(Errc::invalid_argument, std::move(message)); }
 
+// Why `id` is no usable credential name (check_credential_name), or nullopt.
+std::optional<std::string> credential_name_fault(std::string_view id) {
+  const bool odd = std::any_of(id.begin(), id.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte <= 0x20 || byte >= 0x7f || c == ':' || c == '/' || c == '%' || c == '\\' ||
+           c == '"' || c == '\'';
+  });
+  if (id.empty() || id == "." || id == ".." || odd || id.size() > kMaxCredentialName) {
+    return fmt::format(
+        "name it with printable ASCII letters, digits and -._ only, at most {} bytes",
+        kMaxCredentialName);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+Result<void> check_credential_name(std::string_view id) {
+  if (const auto fault = credential_name_fault(id)) {
+    return bad(fmt::format("'{}' is no credential name systemd takes: {}", printable(id), *fault));
+  }
+  return Ok{};
+}
 
 Result<std::string> credential_id(std::string_view path) {
   std::string_view id =
@@ -45,17 +68,11 @@ Result<std::string> credential_id(std::string_view path) {
   if (id.size() > suffix.size() && id.ends_with(suffix)) {
     id.remove_suffix(suffix.size());
   }
-  const bool odd = std::any_of(id.begin(), id.end(), [](char c) {
-    const auto byte = static_cast<unsigned char>(c);
-    return byte <= 0x20 || byte >= 0x7f || c == ':' || c == '%' || c == '\\' || c == '"' ||
-           c == '\'';
-  });
-  if (id.empty() || id == "." || id == ".." || odd || id.size() > kMaxCredentialName) {
-    return bad(fmt::format(
-        "credential file '{}' gives no usable credential name ('{}', its name without "
-        "{}): name it with printable ASCII letters, digits and -._ only, at most {} bytes "
-        "(/etc/lbscrypt/data{})",
-        printable(path), printable(id), kCredentialSuffix, kMaxCredentialName, kCredentialSuffix));
+  if (const auto fault = credential_name_fault(id)) {
+    return bad(
+        fmt::format("credential file '{}' gives no usable credential name ('{}', its name without "
+                    "{}): {} (/etc/lbscrypt/data{})",
+                    printable(path), printable(id), kCredentialSuffix, *fault, kCredentialSuffix));
   }
   return std::string(id);
 }
@@ -436,8 +453,18 @@ Result<SecretBuffer> read_secret_file(const std::string &path) {
   return secret;
 }
 
+Result<std::string> seal_name(const SealRequest &request) {
+  if (!request.name) {
+    return credential_id(request.output);
+  }
+  if (auto r = check_credential_name(*request.name); !r) {
+    return bad(fmt::format("--name {}", r.error().message));
+  }
+  return *request.name;
+}
+
 Result<std::vector<std::string>> seal_argv(const SealRequest &request) {
-  auto id = credential_id(request.output);
+  auto id = seal_name(request);
   if (!id) {
     return id.error();
   }
@@ -469,8 +496,23 @@ Result<void> seal_secret(const SealRequest &request, const SecretBuffer &secret,
   return Ok{};
 }
 
+namespace {
+
+// The name `key` is unsealed under: its own, checked, or the file's.
+Result<std::string> unseal_name(const SealedKey &key) {
+  if (!key.name) {
+    return credential_id(key.credential);
+  }
+  if (auto r = check_credential_name(*key.name); !r) {
+    return r.error();
+  }
+  return *key.name;
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> unseal_argv(const SealedKey &key) {
-  auto id = credential_id(key.credential);
+  auto id = unseal_name(key);
   if (!id) {
     return id.error();
   }
@@ -486,11 +528,11 @@ Result<std::vector<std::string>> unseal_argv(const SealedKey &key) {
 Result<SecretBuffer> sealed_secret(
     const SealedKey &key, const std::optional<std::filesystem::path> &credentials_directory,
     const ChildRunner &run) {
-  auto id = credential_id(key.credential);
+  auto id = unseal_name(key);
   if (!id) {
     return id.error();
   }
-  if (credentials_directory && !credentials_directory->empty()) {
+  if (!key.name && credentials_directory && !credentials_directory->empty()) {
     const auto unsealed = *credentials_directory / *id;
     std::error_code ec;
     if (std::filesystem::exists(unsealed, ec)) {
