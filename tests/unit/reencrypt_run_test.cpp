@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,6 +28,7 @@
 #include "file_bytes.hpp"
 #include "lbscrypt/reencrypt/run.hpp"
 #include "lbscrypt/reencrypt/tab.hpp"
+#include "lbscrypt/sealed.hpp"
 
 using lbscrypt::CryptSide;
 using lbscrypt::EngineOutcome;
@@ -945,7 +947,334 @@ TEST_CASE("reencrypt run: --update-tab keeps a sealed line's credential or refus
   CHECK_THAT(file.error().message,
              Catch::Contains("opens with the key sealed in /etc/lbscrypt/data.cred "
                              "(tpm2-device=), and --update-tab would put a clear key in its "
-                             "place: give --keep-key"));
+                             "place: seal the new key under that credential's name (lbscrypt "
+                             "seal --name data --random BYTES /etc/lbscrypt/data.new.cred) and "
+                             "give it with --new-tpm2-credential, or give --keep-key"));
   update.new_key = lbscrypt::TabUpdate::NewKey::passphrase;
   CHECK_FALSE(lbscrypt::plan_tab_change(tab.entries[0], side, update, "/etc/lbscrypttab").ok());
+}
+
+// ---- --update-tab with a new key sealed to the TPM2 ----------------------------------------
+
+namespace {
+
+// systemd-creds over a TPM2 that lives in this memory: encrypt keeps the secret under the name
+// it is sealed with and writes the credential file as a token that holds neither; decrypt
+// gives it back through the output pipe only under that name, as systemd checks it. Reached
+// through the library's own seal_secret and sealed_secret, so their argv is what it reads.
+struct FakeCreds {
+  struct Sealed {
+    std::string name;
+    std::string secret;
+  };
+  std::map<std::string, Sealed> tpm;  // by the token in the credential file
+  std::vector<std::vector<std::string>> calls;
+
+  [[nodiscard]] lbscrypt::ChildRunner runner() {
+    return [this](const std::vector<std::string> &argv, const SecretBuffer *input,
+                  SecretBuffer *output) -> Result<lbscrypt::ChildOutcome> {
+      calls.push_back(argv);
+      std::string name;
+      for (const std::string &word : argv) {
+        if (word.starts_with("--name=")) {
+          name = word.substr(std::string_view("--name=").size());
+        }
+      }
+      if (argv.at(1) == "encrypt") {
+        const std::string token = "fake-tpm2-credential-" + std::to_string(tpm.size());
+        tpm[token] = Sealed{name, std::string(input->view())};
+        std::ofstream(argv.back(), std::ios::binary) << token;
+        return lbscrypt::ChildOutcome{0, ""};
+      }
+      std::ifstream in(argv.at(argv.size() - 2), std::ios::binary);
+      std::string token;
+      in >> token;
+      const auto found = tpm.find(token);
+      if (found == tpm.end()) {
+        return lbscrypt::ChildOutcome{1, "Failed to decrypt: not a credential"};
+      }
+      if (found->second.name != name) {
+        return lbscrypt::ChildOutcome{1, "Embedded credential name '" + found->second.name +
+                                             "' does not match filename '" + name + "', refusing."};
+      }
+      output->append(found->second.secret);
+      return lbscrypt::ChildOutcome{0, ""};
+    };
+  }
+
+  [[nodiscard]] std::function<Result<SecretBuffer>(const lbscrypt::SealedKey &)> unseal() {
+    return [this](const lbscrypt::SealedKey &key) {
+      return lbscrypt::sealed_secret(key, std::nullopt, runner());
+    };
+  }
+
+  void seal(const fs::path &file, const std::string &name, const std::string &secret) {
+    const lbscrypt::SealRequest request{file.string(), {7}, name};
+    REQUIRE(
+        lbscrypt::seal_secret(request, SecretBuffer(secret.data(), secret.size()), runner()).ok());
+  }
+
+  // Whether a decrypt of `file` under `name` was asked for.
+  [[nodiscard]] bool unsealed(const fs::path &file, const std::string &name) const {
+    const std::vector<std::string> argv{"systemd-creds", "decrypt", "--name=" + name, file.string(),
+                                        "-"};
+    return std::find(calls.begin(), calls.end(), argv) != calls.end();
+  }
+};
+
+// The files under `dir` that hold `bytes` anywhere.
+std::vector<fs::path> files_holding(const fs::path &dir, const std::string &bytes) {
+  std::vector<fs::path> found;
+  for (const auto &entry : fs::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file() && run_read_text(entry.path()).find(bytes) != std::string::npos) {
+      found.push_back(entry.path());
+    }
+  }
+  return found;
+}
+
+// lbscrypttab with the volume's line sealed (tpm2-device=auto): its credential data.cred holds
+// the old key, and data.new.cred, sealed under the name "data" beside it, the new one. The new
+// key's first byte is the fixture's new key (the fake cipher's); the rest tell it from any
+// other bytes.
+struct SealedTabFixture {
+  RunFixture &f;
+  FakeCreds creds;
+  fs::path tab;
+  fs::path keys;
+  fs::path credential;
+  fs::path new_credential;
+  std::string new_secret;
+  std::string new_token;  // what the new credential file holds
+  std::string before;
+  std::string after;  // written here by hand: the new sector size, all else kept
+
+  explicit SealedTabFixture(RunFixture &fixture) : f(fixture) {
+    tab = f.dir / "lbscrypttab";
+    keys = f.dir / "keys";
+    fs::create_directories(keys);
+    credential = keys / "data.cred";
+    new_credential = keys / "data.new.cred";
+    new_secret.push_back(static_cast<char>(f.new_key));
+    for (int i = 1; i < 64; ++i) {
+      new_secret.push_back(static_cast<char>(0x80 + i * 3));
+    }
+    creds.seal(credential, "data", std::string(64, static_cast<char>(f.old_key)));
+    creds.seal(new_credential, "data", new_secret);
+    new_token = run_read_text(new_credential);
+    const std::string line = "data " + f.device + " " + credential.string() +
+                             " cipher=aes-xts-plain64,size=512,tpm2-device=auto,sector-size=";
+    before = "# lbscrypttab\n" + line + "512\n";
+    after = "# lbscrypttab\n" + line + "4096\n";
+    std::ofstream(tab, std::ios::binary) << before;
+  }
+
+  [[nodiscard]] ReencryptRequest request(bool resume) {
+    ReencryptRequest r = f.request(resume);
+    r.tab_text = run_read_text(tab);
+    r.tab_path = tab.string();
+    lbscrypt::TabUpdate update;
+    update.new_key = lbscrypt::TabUpdate::NewKey::sealed;
+    update.new_key_file = new_credential.string();
+    update.unseal = creds.unseal();
+    r.update_tab = update;
+    return r;
+  }
+
+  // The steps: the old key given (as --tpm2-credential would unseal it); the new key never
+  // asked for, the run unseals it.
+  [[nodiscard]] ReencryptSteps steps() {
+    ReencryptSteps s = f.steps();
+    s.new_key = [this](std::uint32_t) -> Result<SecretBuffer> {
+      ++f.keys_asked;
+      return lbscrypt::make_error(Errc::key, "the new key was asked for");
+    };
+    return s;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("reencrypt run: --update-tab seals the new key at the switch, no clear copy left",
+          "[reencrypt][sealed]") {
+  RunFixture f;
+  SealedTabFixture t(f);
+  REQUIRE(files_holding(f.dir, t.new_secret).empty());
+  ReencryptSteps steps = t.steps();
+  // While the run goes, the state, its journal and every other file are searched for the new
+  // key's bytes.
+  std::vector<fs::path> seen;
+  int searched = 0;
+  steps.hooks.progress = [&](const lbscrypt::Progress &) {
+    ++f.hotzones_seen;
+    CHECK(fs::exists(f.state));
+    const auto found = files_holding(f.dir, t.new_secret);
+    seen.insert(seen.end(), found.begin(), found.end());
+    ++searched;
+  };
+  const auto outcome = lbscrypt::reencrypt_offline(t.request(false), f.env, steps);
+  REQUIRE(outcome.ok());
+  CHECK(f.read_new() == f.plain);
+  CHECK(f.keys_asked == 1);  // the old key; the new one came from the new credential
+  CHECK(t.creds.unsealed(t.new_credential, "data"));
+  CHECK(run_read_text(t.tab) == t.after);
+  // The new credential is now the line's; the old one is gone.
+  CHECK(run_read_text(t.credential) == t.new_token);
+  CHECK_FALSE(fs::exists(t.new_credential));
+  REQUIRE(outcome->tab.has_value());
+  CHECK(outcome->tab->key_replaced);
+  CHECK(outcome->tab->rewritten);
+  CHECK_FALSE(fs::exists(f.state));
+  CHECK(f.registry_empty());
+  // The line's credential opens the volume with the new key: unsealed as the line unseals it.
+  const auto line_key =
+      t.creds.unseal()(lbscrypt::SealedKey{t.credential.string(), std::nullopt, std::nullopt});
+  REQUIRE(line_key.ok());
+  CHECK(line_key->view() == t.new_secret);
+  // No file held the new key in the clear, during the run or after it.
+  CHECK(searched == 4);
+  CHECK(seen.empty());
+  CHECK(files_holding(f.dir, t.new_secret).empty());
+  // The search finds the bytes where they are.
+  std::ofstream(f.dir / "control", std::ios::binary) << "x" << t.new_secret << "y";
+  CHECK(files_holding(f.dir, t.new_secret) == std::vector<fs::path>{f.dir / "control"});
+}
+
+TEST_CASE("reencrypt run: a cut in a sealed switch, before and after the rename",
+          "[reencrypt][sealed]") {
+  RunFixture f;
+  SealedTabFixture t(f);
+  const fs::path away = f.dir / "new.cred.away";
+  ReencryptSteps steps = t.steps();
+  // After the last hotzone the new credential goes away: the switch rewrites the line, then
+  // cannot show a credential holds the new key, and stops as a cut after the rewrite leaves it.
+  steps.hooks.progress = [&](const lbscrypt::Progress &p) {
+    if (p.done_bytes == kRunTestBytes) {
+      fs::rename(t.new_credential, away);
+    }
+  };
+  const std::string old_token = run_read_text(t.credential);
+  const auto cut = lbscrypt::reencrypt_offline(t.request(false), f.env, steps);
+  REQUIRE_FALSE(cut.ok());
+  CHECK(cut.error().code == Errc::key);
+  CHECK_THAT(cut.error().message,
+             Catch::Contains("the new credential " + t.new_credential.string() + " is gone"));
+  CHECK_THAT(cut.error().message, Catch::Contains("--resume"));
+  CHECK(run_read_text(t.tab) == t.after);
+  CHECK(run_read_text(t.credential) == old_token);
+  CHECK(fs::exists(f.state));
+  CHECK_FALSE(f.registry_empty());
+  CHECK(f.read_new() == f.plain);
+  f.keys_asked = 0;
+  t.creds.calls.clear();
+
+  SECTION("not renamed yet: --resume unseals the new credential, renames it, asks no key") {
+    fs::rename(away, t.new_credential);
+    const auto resumed = lbscrypt::reencrypt_offline(t.request(true), f.env, t.steps());
+    REQUIRE(resumed.ok());
+    CHECK(f.keys_asked == 0);
+    CHECK(t.creds.unsealed(t.new_credential, "data"));
+    REQUIRE(resumed->tab.has_value());
+    CHECK_FALSE(resumed->tab->rewritten);
+    CHECK(resumed->tab->key_replaced);
+    CHECK(run_read_text(t.credential) == t.new_token);
+    CHECK_FALSE(fs::exists(t.new_credential));
+    CHECK_FALSE(fs::exists(f.state));
+    CHECK(f.registry_empty());
+  }
+  SECTION("renamed before the cut: --resume unseals the line's credential and finishes") {
+    fs::rename(away, t.credential);
+    const auto resumed = lbscrypt::reencrypt_offline(t.request(true), f.env, t.steps());
+    REQUIRE(resumed.ok());
+    CHECK(f.keys_asked == 0);
+    CHECK(t.creds.unsealed(t.credential, "data"));
+    REQUIRE(resumed->tab.has_value());
+    CHECK_FALSE(resumed->tab->rewritten);
+    CHECK_FALSE(resumed->tab->key_replaced);
+    CHECK(run_read_text(t.credential) == t.new_token);
+    CHECK_FALSE(fs::exists(f.state));
+    CHECK(f.registry_empty());
+  }
+  SECTION("another key sealed in the new credential: refused, nothing renamed, state kept") {
+    t.creds.seal(t.new_credential, "data", std::string(64, 'z'));
+    const auto resumed = lbscrypt::reencrypt_offline(t.request(true), f.env, t.steps());
+    REQUIRE_FALSE(resumed.ok());
+    CHECK(resumed.error().code == Errc::key);
+    CHECK(run_read_text(t.credential) == old_token);
+    CHECK(fs::exists(t.new_credential));
+    CHECK(fs::exists(f.state));
+  }
+  CHECK(files_holding(f.dir, t.new_secret).empty());
+}
+
+TEST_CASE("reencrypt run: a sealed line's new key refused before a byte is written",
+          "[reencrypt][sealed]") {
+  RunFixture f;
+  SealedTabFixture t(f);
+  const Bytes before = f.volume.raw;
+  ReencryptRequest request = t.request(false);
+  std::string message;
+  Errc code = Errc::refused;
+  int keys = 0;
+
+  SECTION("the new credential sealed under its own name: seal it with --name") {
+    t.creds.seal(t.new_credential, "data.new", t.new_secret);
+    code = Errc::key;
+    keys = 1;  // the old key, asked for first
+    message = t.tab.string() + "): the new credential " + t.new_credential.string() + " replaces " +
+              t.credential.string() +
+              " at the end, so it must unseal under that credential's name, data: the TPM2 did "
+              "not unseal " +
+              t.new_credential.string() +
+              " (credential data): systemd-creds: Embedded credential name 'data.new' does not "
+              "match filename 'data', refusing.; seal the new key under it (lbscrypt seal --name "
+              "data ... " +
+              t.new_credential.string() + ") and run the command again";
+  }
+  SECTION("the new credential in another directory") {
+    const fs::path elsewhere = f.dir / "data.new.cred";
+    t.creds.seal(elsewhere, "data", t.new_secret);
+    request.update_tab->new_key_file = elsewhere.string();
+    message = "reads its key from " + t.credential.string() + ", and the new credential " +
+              elsewhere.string() + " is in another directory: move it into " + t.keys.string();
+  }
+  SECTION("a new key file for a sealed line: seal it and give --new-tpm2-credential") {
+    request.update_tab->new_key = lbscrypt::TabUpdate::NewKey::file;
+    message =
+        "would put a clear key in its place: seal the new key under that credential's "
+        "name (lbscrypt seal --name data --random BYTES " +
+        (t.keys / "data.new.cred").string() + ") and give it with --new-tpm2-credential";
+  }
+  SECTION("a new passphrase for a sealed line") {
+    request.update_tab->new_key = lbscrypt::TabUpdate::NewKey::passphrase;
+    message = "--new-tpm2-credential";
+  }
+  SECTION("a passphrase sealed for a line that unseals a key") {
+    request.update_tab->sealed_passphrase = true;
+    message = "unseals a key, and " + t.new_credential.string() +
+              " is given as a passphrase (--new-sealed-passphrase)";
+  }
+  SECTION("a new credential for a line that reads a key file") {
+    std::string text = t.before;
+    const std::string sealed = ",tpm2-device=auto";
+    text.replace(text.find(sealed), sealed.size(), "");
+    text.replace(text.find(t.credential.string()), t.credential.string().size(),
+                 (t.keys / "data.key").string());
+    std::ofstream(t.tab, std::ios::binary | std::ios::trunc) << text;
+    request.tab_text = text;
+    t.before = text;
+    message = "reads its key from the key file " + (t.keys / "data.key").string() +
+              ", and the new key is sealed in " + t.new_credential.string() +
+              ": give the new key in a key file with --new-key-file";
+  }
+  const auto r = lbscrypt::reencrypt_offline(request, f.env, t.steps());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == code);
+  CHECK_THAT(r.error().message, Catch::Contains(message));
+  CHECK(f.keys_asked == keys);
+  CHECK(f.volume.raw == before);
+  CHECK(run_read_text(t.tab) == t.before);
+  CHECK(fs::exists(t.credential));
+  CHECK_FALSE(fs::exists(f.state));
+  CHECK(f.registry_empty());
 }

@@ -123,6 +123,28 @@ Result<SecretBuffer> run_key(const std::function<Result<SecretBuffer>(std::uint3
   return key;
 }
 
+// The new key: with --update-tab and a new credential for a sealed line, unsealed under the
+// name of the line's credential it replaces at the end (tab_new_sealed_key); otherwise the
+// step's (a new credential under its own name among them).
+Result<SecretBuffer> run_new_key(const ReencryptRequest &request, const std::string &device,
+                                 const CryptSide &new_side, const ReencryptSteps &steps) {
+  const auto ask = [&](std::uint32_t key_bytes) -> Result<SecretBuffer> {
+    if (request.update_tab && request.tab_text) {
+      const Lbscrypttab tab = parse_lbscrypttab(*request.tab_text, request.tab_path);
+      auto sealed =
+          tab_new_sealed_key(tab, request.tab_path, device, new_side, *request.update_tab);
+      if (!sealed) {
+        return sealed.error();
+      }
+      if (*sealed) {
+        return std::move(**sealed);
+      }
+    }
+    return steps.new_key(key_bytes);
+  };
+  return run_key(ask, new_side.key_bytes, "new");
+}
+
 struct RunDevice {
   DeviceIdentity identity;
   std::string key;  // the registry's key of the device
@@ -761,7 +783,7 @@ Result<ReencryptOutcome> start_run(const ReencryptRequest &request, const Enviro
       return r.error();
     }
   }
-  auto new_key = run_key(steps.new_key, state.new_side.key_bytes, "new");
+  auto new_key = run_new_key(request, state.device, state.new_side, steps);
   if (!new_key) {
     return new_key.error();
   }
@@ -891,7 +913,7 @@ Result<RunKeys> resume_keys(const ReencryptState &state, const ReencryptState &r
   if (auto r = check_verifier(state.old_verifier, *old_key, "old"); !r) {
     return r.error();
   }
-  auto new_key = run_key(steps.new_key, state.new_side.key_bytes, "new");
+  auto new_key = run_new_key(request, state.device, state.new_side, steps);
   if (!new_key) {
     return new_key.error();
   }

@@ -9,9 +9,12 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
+#include "lbscrypt/attach.hpp"
+#include "lbscrypt/sealed.hpp"
 #include "reencrypt/files.hpp"
 
 namespace lbscrypt {
@@ -31,14 +34,51 @@ fs::path tab_plain_path(const std::string &path) {
   return out.lexically_normal();
 }
 
+// A credential of the line unsealed under the name of the line's credential, with the line's
+// TPM2 device: the new one (sealed under that name to be renamed over it) or the line's own.
+Result<SecretBuffer> tab_unseal(const fs::path &file, const TabEntry &entry,
+                                const TabUpdate &update) {
+  if (!update.unseal) {
+    return make_error(Errc::key, "no way to unseal a credential in this build");
+  }
+  auto id = credential_id(entry.key);
+  if (!id) {
+    return id.error();
+  }
+  SealedKey key = sealed_key_of(file.string(), entry.volume);
+  key.name = std::move(id).value();
+  return update.unseal(key);
+}
+
+// A sealed secret made into the new key as the line makes its key: its first key-size bytes,
+// or a passphrase hashed with the new hash=.
+Result<SecretBuffer> tab_sealed_key(const SecretBuffer &secret, const fs::path &file,
+                                    const CryptSide &new_side, const TabUpdate &update) {
+  KeyOptions options;
+  options.key_size_bits = new_side.key_bytes * 8;
+  if (update.sealed_passphrase) {
+    options.hash = update.new_hash;
+  }
+  options.cipher_given = true;
+  options.key_size_given = true;
+  return key_from_sealed(secret, options, update.sealed_passphrase, file.string());
+}
+
 // A key file read as the line reads its key file: the key itself, key-size bytes from
-// keyfile-offset.
-Result<SecretBuffer> tab_read_key(const fs::path &file, const CryptSide &new_side,
-                                  std::uint64_t keyfile_offset) {
+// keyfile-offset; a credential unsealed as the line unseals its credential.
+Result<SecretBuffer> tab_read_key(const fs::path &file, const TabEntry &entry,
+                                  const CryptSide &new_side, const TabUpdate &update) {
+  if (update.new_key == TabUpdate::NewKey::sealed) {
+    auto secret = tab_unseal(file, entry, update);
+    if (!secret) {
+      return secret.error();
+    }
+    return tab_sealed_key(*secret, file, new_side, update);
+  }
   KeyOptions options;
   options.key_size_bits = new_side.key_bytes * 8;
   options.key_file = file.string();
-  options.keyfile_offset = keyfile_offset;
+  options.keyfile_offset = entry.volume.key.keyfile_offset;
   options.cipher_given = true;
   options.key_size_given = true;
   options.quiet = true;
@@ -49,15 +89,20 @@ Result<SecretBuffer> tab_read_key(const fs::path &file, const CryptSide &new_sid
   return std::move(key->key);
 }
 
-// The new key file, read as the line reads its key file, checked against the run's new
-// verifier.
-Result<void> tab_key_is_new(const fs::path &file, const CryptSide &new_side,
-                            std::uint64_t keyfile_offset, const KeyVerifier &verifier) {
-  auto key = tab_read_key(file, new_side, keyfile_offset);
+// The new key file (credential), read as the line reads its key, checked against the run's
+// new verifier.
+Result<void> tab_key_is_new(const fs::path &file, const TabEntry &entry, const CryptSide &new_side,
+                            const TabUpdate &update, const KeyVerifier &verifier) {
+  auto key = tab_read_key(file, entry, new_side, update);
   if (!key) {
     return key.error();
   }
   return check_verifier(verifier, *key, "new");
+}
+
+// What the new key's file is called in messages.
+std::string_view tab_new_file_word(const TabUpdate &update) {
+  return update.new_key == TabUpdate::NewKey::sealed ? "credential" : "key file";
 }
 
 std::string tab_where(const TabEntry &entry, std::string_view tab_path) {
@@ -76,7 +121,8 @@ std::vector<OptionEdit> tab_edits(const TabEntry &entry, const CryptSide &new_si
       entry.options.find("sector-size=") != std::string::npos) {
     edits.push_back({"sector-size", fmt::format("{}", new_side.sector_size)});
   }
-  if (update.new_key == TabUpdate::NewKey::passphrase) {
+  if (update.new_key == TabUpdate::NewKey::passphrase ||
+      (update.new_key == TabUpdate::NewKey::sealed && update.sealed_passphrase)) {
     edits.push_back({"hash", update.new_hash});
   }
   return edits;
@@ -97,6 +143,59 @@ Result<std::string> tab_read(const fs::path &path) {
     return make_error(Errc::device, fmt::format("cannot read {}", printable(path.string())), EIO);
   }
   return text.str();
+}
+
+// A sealed line takes a new key only sealed (in a credential it renames over its own), in the
+// same form (a key or a passphrase); a new credential suits a sealed line only.
+Result<void> tab_check_sealed(const TabEntry &entry, const TabUpdate &update,
+                              const std::string &where) {
+  using NewKey = TabUpdate::NewKey;
+  if (update.new_key == NewKey::kept) {
+    return {};
+  }
+  const bool sealed = update.new_key == NewKey::sealed;
+  if (entry.volume.sealed() && !sealed) {
+    const auto id = credential_id(entry.key);  // the parser took it: a usable name
+    const std::string name = id ? *id : std::string("ID");
+    const std::string seal =
+        fmt::format("lbscrypt seal --name {}{} {}/{}.new{}", name,
+                    entry.volume.sealed_passphrase ? "" : " --random BYTES",
+                    tab_plain_path(entry.key).parent_path().string(), name, kCredentialSuffix);
+    return make_error(
+        Errc::refused,
+        fmt::format("{} opens with the key sealed in {} (tpm2-device=), and "
+                    "--update-tab would put a clear key in its place: seal the new "
+                    "{} under that credential's name ({}) and give it with "
+                    "--new-tpm2-credential{}, or give --keep-key",
+                    where, entry.key, entry.volume.sealed_passphrase ? "passphrase" : "key", seal,
+                    entry.volume.sealed_passphrase ? " --new-sealed-passphrase" : ""));
+  }
+  if (!entry.volume.sealed() && sealed) {
+    return make_error(
+        Errc::refused,
+        is_passphrase_key(entry.key)
+            ? fmt::format("{} asks for a passphrase, and the new key is sealed in {}: give the "
+                          "new passphrase (without --new-tpm2-credential), or --keep-key",
+                          where, update.new_key_file)
+            : fmt::format("{} reads its key from the key file {}, and the new key is sealed in "
+                          "{}: give the new key in a key file with --new-key-file (it replaces "
+                          "{} at the end), or --keep-key",
+                          where, entry.key, update.new_key_file, entry.key));
+  }
+  if (sealed && update.sealed_passphrase != entry.volume.sealed_passphrase) {
+    return make_error(
+        Errc::refused,
+        entry.volume.sealed_passphrase
+            ? fmt::format("{} unseals a passphrase (x-lbscrypt.sealed=passphrase), and {} is "
+                          "given as a key: seal the new passphrase and give "
+                          "--new-sealed-passphrase",
+                          where, update.new_key_file)
+            : fmt::format("{} unseals a key, and {} is given as a passphrase "
+                          "(--new-sealed-passphrase): seal the new key itself and drop "
+                          "--new-sealed-passphrase",
+                          where, update.new_key_file));
+  }
+  return {};
 }
 
 }  // namespace
@@ -137,15 +236,8 @@ Result<TabChange> plan_tab_change(const TabEntry &entry, const CryptSide &new_si
   change.name = entry.name;
   const bool passphrase = is_passphrase_key(entry.key);
   using NewKey = TabUpdate::NewKey;
-  if (entry.volume.sealed() && update.new_key != NewKey::kept) {
-    return make_error(Errc::refused,
-                      fmt::format("{} opens with the key sealed in {} (tpm2-device=), and "
-                                  "--update-tab would put a clear key in its place: give "
-                                  "--keep-key, or reencrypt without --update-tab and, once it "
-                                  "has finished, seal the new key over it (lbscrypt seal "
-                                  "--key-file NEW --force {}) and write the line's new "
-                                  "parameters",
-                                  where, entry.key, entry.key));
+  if (auto r = tab_check_sealed(entry, update, where); !r) {
+    return r.error();
   }
   if (passphrase && update.new_key == NewKey::file) {
     return make_error(Errc::refused,
@@ -175,13 +267,14 @@ Result<TabChange> plan_tab_change(const TabEntry &entry, const CryptSide &new_si
       if (new_file.parent_path() != key_file.parent_path()) {
         return make_error(
             Errc::refused,
-            fmt::format("{} reads its key from {}, and the new key file {} is in another "
+            fmt::format("{} reads its key from {}, and the new {} {} is in another "
                         "directory: move it into {} and give that path (it is renamed over {} "
                         "at the end, which is atomic only within one directory)",
-                        where, entry.key, update.new_key_file, key_file.parent_path().string(),
-                        entry.key));
+                        where, entry.key, tab_new_file_word(update), update.new_key_file,
+                        key_file.parent_path().string(), entry.key));
       }
-      if (update.new_keyfile_offset != entry.volume.key.keyfile_offset) {
+      if (update.new_key == NewKey::file &&
+          update.new_keyfile_offset != entry.volume.key.keyfile_offset) {
         return make_error(
             Errc::refused,
             fmt::format("{} reads its key at keyfile-offset={} of {}, and the new key is read "
@@ -231,7 +324,40 @@ Result<std::optional<SecretBuffer>> tab_switch_key(const std::filesystem::path &
       fs::symlink_status(*change->new_key_file, error).type() == fs::file_type::not_found
           ? *change->key_file
           : *change->new_key_file;
-  auto key = tab_read_key(file, new_side, entry.volume.key.keyfile_offset);
+  auto key = tab_read_key(file, entry, new_side, update);
+  if (!key) {
+    return key.error();
+  }
+  return std::optional<SecretBuffer>(std::move(key).value());
+}
+
+Result<std::optional<SecretBuffer>> tab_new_sealed_key(const Lbscrypttab &tab,
+                                                       std::string_view tab_path,
+                                                       const std::string &device,
+                                                       const CryptSide &new_side,
+                                                       const TabUpdate &update) {
+  if (update.new_key != TabUpdate::NewKey::sealed) {
+    return std::optional<SecretBuffer>{};
+  }
+  const auto entries = tab_entries_for(tab, device);
+  if (entries.size() != 1 || !entries.front()->volume.sealed()) {
+    return std::optional<SecretBuffer>{};
+  }
+  const TabEntry &entry = *entries.front();
+  const fs::path file = tab_plain_path(update.new_key_file);
+  auto secret = tab_unseal(file, entry, update);
+  if (!secret) {
+    const std::string id = credential_id(entry.key).value();  // the parser took it
+    return make_error(
+        Errc::key,
+        fmt::format("{}: the new credential {} replaces {} at the end, so it must unseal under "
+                    "that credential's name, {}: {}; seal the new {} under it (lbscrypt seal "
+                    "--name {} ... {}) and run the command again",
+                    tab_where(entry, tab_path), update.new_key_file, entry.key, id,
+                    secret.error().message, update.sealed_passphrase ? "passphrase" : "key", id,
+                    update.new_key_file));
+  }
+  auto key = tab_sealed_key(*secret, file, new_side, update);
   if (!key) {
     return key.error();
   }
@@ -291,26 +417,25 @@ Result<TabOutcome> apply_tab_change(const std::filesystem::path &tab_path,
   }
   const fs::path &key_file = *change->key_file;
   const fs::path &new_file = *change->new_key_file;
+  const std::string_view what = tab_new_file_word(update);
   std::error_code error;
   const auto new_status = fs::symlink_status(new_file, error);
   if (new_status.type() == fs::file_type::not_found) {
     // renamed before a cut: the line's key file holds the new key, or something is wrong
-    if (auto r = tab_key_is_new(key_file, new_side, entry.volume.key.keyfile_offset, new_verifier);
-        !r) {
-      return make_error(Errc::key,
-                        fmt::format("the new key file {} is gone and {} does not hold the new "
-                                    "key ({}): put the new key file back and run the command "
-                                    "again with --resume",
-                                    new_file.string(), key_file.string(), r.error().message));
+    if (auto r = tab_key_is_new(key_file, entry, new_side, update, new_verifier); !r) {
+      return make_error(Errc::key, fmt::format("the new {} {} is gone and {} does not hold the new "
+                                               "key ({}): put the new {} back and run the command "
+                                               "again with --resume",
+                                               what, new_file.string(), key_file.string(),
+                                               r.error().message, what));
     }
     return outcome;
   }
-  if (auto r = tab_key_is_new(new_file, new_side, entry.volume.key.keyfile_offset, new_verifier);
-      !r) {
+  if (auto r = tab_key_is_new(new_file, entry, new_side, update, new_verifier); !r) {
     return make_error(r.error().code,
-                      fmt::format("{} does not hold the run's new key ({}): give the new key "
-                                  "file the run was started with",
-                                  new_file.string(), r.error().message));
+                      fmt::format("{} does not hold the run's new key ({}): give the new {} "
+                                  "the run was started with",
+                                  new_file.string(), r.error().message, what));
   }
   // Its bytes durable before the rename makes them the line's key (else a cut could leave
   // the line's key file empty), and the rename durable after.
