@@ -19,6 +19,7 @@
 #include "generate_cmd.hpp"
 #include "lbscrypt/reencrypt/registry.hpp"
 #include "output.hpp"
+#include "reencrypt_request.hpp"
 #include "temp_dir.hpp"
 
 using lbscrypt::test::FakeBlockDevices;
@@ -1162,6 +1163,90 @@ TEST_CASE(
   CHECK_THAT(
       cli.err.str(),
       Catch::StartsWith("lbscrypt: " + (registry / "wwid-torn.json").string() + ": not JSON ("));
+}
+
+TEST_CASE("cli reencrypt: --new-tpm2-credential is the new key's source, never a clear file",
+          "[cli][reencrypt][sealed]") {
+  Cli cli;
+  const std::string state = "/nonexistent-lbscrypt/s.state";
+  const auto refused = [&cli](std::vector<std::string> args, const std::string &message) {
+    args.insert(args.begin(), "reencrypt");
+    CHECK(cli.run(args) == lbscrypt::cli::kExitInvalid);
+    CHECK(cli.err.str() == "lbscrypt: " + message + "\n");
+  };
+  const std::string cred = "/etc/lbscrypt/data.new.cred";
+  refused({"--key-file", kKeyFile, "--new-tpm2-credential", cred, "--new-key-file", kKeyFile,
+           "--state", state, "/dev/ram0"},
+          "--new-tpm2-credential is the new key's source: drop --new-key-file, "
+          "--new-keyfile-offset and --new-keyfile-size");
+  refused({"--key-file", kKeyFile, "--new-tpm2-credential", cred, "--new-keyfile-size", "64",
+           "--state", state, "/dev/ram0"},
+          "--new-tpm2-credential is the new key's source: drop --new-key-file, "
+          "--new-keyfile-offset and --new-keyfile-size");
+  refused({"--key-file", kKeyFile, "--new-sealed-passphrase", "--state", state, "/dev/ram0"},
+          "--new-sealed-passphrase says what a --new-tpm2-credential holds: give the credential "
+          "file too");
+  refused({"--key-file", kKeyFile, "--new-tpm2-credential", cred, "--new-hash", "sha512", "--state",
+           state, "/dev/ram0"},
+          "--new-hash hashes a passphrase, and the new credential holds a key: drop --new-hash, "
+          "or give --new-sealed-passphrase if it holds a passphrase");
+  refused({"--key-file", kKeyFile, "--keep-key", "--new-tpm2-credential", cred, "--state", state,
+           "/dev/ram0"},
+          "--keep-key keeps the old key: drop the --new-key options");
+  // Neither key from standard input: both sealed (standard input is no terminal here), so the
+  // command goes on to the next refusal.
+  refused({"--tpm2-credential", "/etc/lbscrypt/data.cred", "--new-tpm2-credential", cred,
+           "--new-sector-size", "4096", "--state", state, "/dev/ram0"},
+          "reencrypt is not available in this build");
+  CHECK(cli.kernel.creates == 0);
+
+  // The steps: the new key unsealed from the credential under its own name (the step serves
+  // a run without a sealed line), a passphrase hashed with --new-hash; --update-tab hands the
+  // credential to the library.
+  lbscrypt::cli::ReencryptArgs args;
+  args.old_side.key.key_file = kKeyFile;
+  args.new_tpm2_credential = cred;
+  args.update_tab = true;
+  args.state = state;
+  std::vector<lbscrypt::SealedKey> asked;
+  std::string secret(64, '\x5a');
+  lbscrypt::cli::Services services;
+  services.attach.unseal = [&](const lbscrypt::SealedKey &key) {
+    asked.push_back(key);
+    return lbscrypt::Result<lbscrypt::SecretBuffer>(
+        lbscrypt::SecretBuffer(secret.data(), secret.size()));
+  };
+  const lbscrypt::cli::CommonFlags flags;
+  std::ostringstream err;
+  lbscrypt::SecretBuffer old_copy;
+  lbscrypt::ReencryptSteps steps;
+  lbscrypt::cli::add_key_steps(steps, args, flags, services, err, old_copy);
+  const auto key = steps.new_key(64);
+  REQUIRE(key.ok());
+  CHECK(key->view() == secret);
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].credential == cred);
+  CHECK_FALSE(asked[0].name);
+  CHECK_FALSE(asked[0].tpm2_device);
+  args.new_sealed_passphrase = true;
+  args.new_hash = "sha256";
+  secret = "correct horse";
+  const auto hashed = steps.new_key(32);
+  REQUIRE(hashed.ok());
+  // sha256("correct horse"), as table hashes that passphrase (the --tpm2-credential test)
+  CHECK(lbscrypt::to_hex(*hashed).view() ==
+        "4104d36f8da2c254349f85836793ebe029e0c957063a34c91c2e9203187b5631");
+  const auto request = lbscrypt::cli::reencrypt_request(args, services);
+  REQUIRE(request.ok());
+  REQUIRE(request->update_tab);
+  CHECK(request->update_tab->new_key == lbscrypt::TabUpdate::NewKey::sealed);
+  CHECK(request->update_tab->new_key_file == cred);
+  CHECK(request->update_tab->sealed_passphrase);
+  CHECK(request->update_tab->new_hash == "sha256");
+  REQUIRE(request->update_tab->unseal);
+  CHECK(std::find(request->key_files.begin(), request->key_files.end(),
+                  std::filesystem::path(cred)) != request->key_files.end());
+  CHECK(err.str().empty());
 }
 
 TEST_CASE("cli reencrypt --active-name: online mode needs no environment variable",

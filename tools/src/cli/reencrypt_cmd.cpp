@@ -32,6 +32,12 @@ CLI::App *add_reencrypt_command(CLI::App &app, ReencryptArgs &args, CommonFlags 
   add_text(*cmd, "--new-hash", args.new_hash, "The new passphrase's hash (default sha256)");
   add_text(*cmd, "--new-key-file", args.new_key_file,
            "Read the new key from a file (used as is) or '-' for stdin");
+  add_text(*cmd, "--new-tpm2-credential", args.new_tpm2_credential,
+           "Unseal the new key from this credential file with the TPM2 (lbscrypt seal; with "
+           "--update-tab and a sealed line, sealed under the name of the line's credential)");
+  cmd->add_flag("--new-sealed-passphrase", args.new_sealed_passphrase,
+                "The --new-tpm2-credential holds a passphrase, hashed with --new-hash (default "
+                "sha256)");
   add_number(*cmd, "--new-keyfile-offset", args.new_keyfile_offset,
              "Bytes to skip in the new key file");
   add_number(*cmd, "--new-keyfile-size", args.new_keyfile_size,
@@ -53,7 +59,7 @@ CLI::App *add_reencrypt_command(CLI::App &app, ReencryptArgs &args, CommonFlags 
                 "Go on when no filesystem or other signature proves the old key");
   cmd->add_flag("--update-tab", args.update_tab,
                 "A volume lbscrypttab lists: rewrite its line with the new parameters at the "
-                "end (a new key file replaces the line's key file then)");
+                "end (a new key file or credential replaces the line's then)");
   add_number(*cmd, "--hotzone-size", args.hotzone_bytes,
              "Bytes converted per step (default 64 MiB; the journal's size)");
   add_number(*cmd, "--pbkdf-force-iterations", args.pbkdf_iterations,

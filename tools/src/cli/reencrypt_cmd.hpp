@@ -22,7 +22,8 @@ struct ReencryptArgs {
   std::optional<std::string> new_cipher;
   std::optional<std::string> new_hash;
   std::optional<std::string> new_key_file;
-  std::optional<std::string> active_name;  // online: the open volume's mapping
+  std::optional<std::string> new_tpm2_credential;  // the new key sealed to the TPM2
+  std::optional<std::string> active_name;          // online: the open volume's mapping
   std::string state;
   std::uint64_t new_keyfile_offset = 0;
   std::uint64_t hotzone_bytes = 0;  // 0: the default
@@ -31,6 +32,7 @@ struct ReencryptArgs {
   std::optional<std::uint32_t> new_keyfile_size;
   std::optional<std::uint32_t> pbkdf_iterations;  // the key verifiers' (a new run)
   bool new_iv_large_sectors = false;
+  bool new_sealed_passphrase = false;  // the new credential holds a passphrase
   bool keep_key = false;
   bool resume = false;
   bool force = false;

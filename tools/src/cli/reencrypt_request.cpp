@@ -52,10 +52,16 @@ Result<SecretBuffer> ask_new_key(const ReencryptArgs &args, const CommonFlags &f
 }
 
 // --update-tab: what the line's key becomes at the final switch.
-TabUpdate tab_update(const ReencryptArgs &args) {
+TabUpdate tab_update(const ReencryptArgs &args, const Services &services) {
   TabUpdate update;
   if (args.keep_key) {
     update.new_key = TabUpdate::NewKey::kept;
+  } else if (args.new_tpm2_credential) {
+    update.new_key = TabUpdate::NewKey::sealed;
+    update.new_key_file = *args.new_tpm2_credential;
+    update.sealed_passphrase = args.new_sealed_passphrase;
+    update.new_hash = args.new_hash.value_or(kDefaultPlainHash);
+    update.unseal = services.attach.unseal;
   } else if (args.new_key_file && *args.new_key_file != "-") {
     update.new_key = TabUpdate::NewKey::file;
     update.new_key_file = *args.new_key_file;
@@ -78,7 +84,8 @@ Result<ReencryptRequest> reencrypt_request(const ReencryptArgs &args, const Serv
     request.active_name = mapping_name(*args.active_name);
   }
   request.force = args.force;
-  for (const auto &file : {args.old_side.key.key_file, args.new_key_file}) {
+  for (const auto &file :
+       {args.old_side.key.key_file, args.new_key_file, args.new_tpm2_credential}) {
     if (file && *file != "-") {
       request.key_files.emplace_back(*file);
     }
@@ -103,7 +110,7 @@ Result<ReencryptRequest> reencrypt_request(const ReencryptArgs &args, const Serv
   }
   request.tab_path = kLbscrypttab;
   if (args.update_tab) {
-    request.update_tab = tab_update(args);
+    request.update_tab = tab_update(args, services);
   }
   if (args.hotzone_bytes != 0) {
     request.hotzone_bytes = args.hotzone_bytes;
@@ -134,6 +141,15 @@ void add_key_steps(ReencryptSteps &steps, const ReencryptArgs &args, const Commo
                    &old_copy](std::uint32_t key_bytes) -> Result<SecretBuffer> {
     if (args.keep_key) {
       return old_copy;
+    }
+    if (args.new_tpm2_credential) {
+      // Unsealed under the credential file's own name, as --tpm2-credential is (the run
+      // unseals one sealed for an lbscrypttab line under the line's name itself).
+      MappingArgs sealed;
+      sealed.tpm2_credential = args.new_tpm2_credential;
+      sealed.sealed_passphrase = args.new_sealed_passphrase;
+      sealed.key = new_key_options(args, flags, key_bytes);
+      return ask_key(sealed, flags, services, err);
     }
     return ask_new_key(args, flags, services, err, key_bytes);
   };

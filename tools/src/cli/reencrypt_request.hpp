@@ -22,8 +22,10 @@ namespace lbscrypt::cli {
                                                          const Services &services);
 
 // The steps that ask for the keys: the old one as open asks for it, the new one from the
-// --new-key options (their warnings on `err`), or with --keep-key the old one again, kept in
-// `old_copy` meanwhile. The steps refer to every argument: each must outlive them.
+// --new-key options (their warnings on `err`), unsealed from --new-tpm2-credential under the
+// file's own name (a sealed lbscrypttab line's new key the library unseals itself), or with
+// --keep-key the old one again, kept in `old_copy` meanwhile. The steps refer to every argument:
+// each must outlive them.
 void add_key_steps(ReencryptSteps &steps, const ReencryptArgs &args, const CommonFlags &flags,
                    const Services &services, std::ostream &err, SecretBuffer &old_copy);
 
