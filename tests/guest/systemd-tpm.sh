@@ -1,5 +1,5 @@
 #!/bin/bash
-# DESCRIPTION: the guest half of tests/systemd-check's sealed keys: seal, refuse on a changed PCR, ask instead
+# DESCRIPTION: the guest half of tests/systemd-check's sealed keys: seal, reencrypt, refuse on a changed PCR, ask instead
 #
 # systemd-tpm.sh TOKEN: the guest half of tests/systemd-check's sealed keys, run
 # after systemd-boot.sh in its first boot. The guest has a TPM 2.0 (qemu/run
@@ -21,6 +21,14 @@
 #     unsealed again is the same); the credential goes to lbssealed's
 #     filesystem, where the host finds it after the shutdown, unseals it with
 #     the same TPM state and searches the disks for the key;
+#   - lbscrypt reencrypt --tpm2-credential --new-tpm2-credential --update-tab
+#     moves lbsnew to a second fresh key sealed with seal --name lbsnew: the
+#     run ends (its state file and journal on lbssealed's filesystem gone),
+#     the new credential is renamed over the line's, the unit opens lbsnew
+#     with it and the token reads back; the first credential goes to
+#     lbssealed's filesystem too, for the host, which unseals both, reads the
+#     disk with the new key and searches lbssealed's decrypted filesystem
+#     (where the state file and journal were) for both keys and the token;
 #   - PCR 7 extended (tpm2_pcrextend): lbssealed and lbsnew no longer open,
 #     their units failed with a line on the TPM's refusal, no mapping made;
 #   - lbssealpass after the same: the TPM refuses, the passphrase is asked for
@@ -116,6 +124,41 @@ is "stopping its unit closes lbsnew" no "$(mapped lbsnew && echo yes || echo no)
 systemctl start lbscrypt@lbsnew.service || soft_fail "systemctl start lbscrypt@lbsnew.service failed the second time"
 got=$(dd if=/dev/mapper/lbsnew bs=65536 count=1 iflag=direct status=none 2>/dev/null | head -n 1 | tr -d '\0' || true)
 is "opened again (its key unsealed again), lbsnew reads back the token written before" "new $token" "$got"
+systemctl stop lbscrypt@lbsnew.service || soft_fail "systemctl stop lbscrypt@lbsnew.service failed"
+
+# --- reencrypt lbsnew to a fresh key sealed before the run (lbscrypt seal
+# --name lbsnew), the new credential renamed over the line's at the switch; the
+# state file and its journal on lbssealed's filesystem, which the host searches
+# for both clear keys and the token after the shutdown
+if ! cp "$creds/lbsnew.cred" /srv/sealed/lbsnew.old.cred; then
+	soft_fail "copying lbsnew's first credential to /srv/sealed failed"
+fi
+rc=0
+said=$("${SEAL[@]}" --name lbsnew "$creds/lbsnew.new.cred" 2>&1) || rc=$?
+echo "   ${SEAL[*]} --name lbsnew $creds/lbsnew.new.cred: exit $rc: $said"
+result "lbscrypt seal --name lbsnew sealed the new key beside the line's credential (exit $rc)" \
+	"$([ "$rc" = 0 ] && [ -s "$creds/lbsnew.new.cred" ] && echo 0 || echo 1)"
+state=/srv/sealed/lbsnew.state
+rc=0
+lbscrypt reencrypt --tpm2-credential "$creds/lbsnew.cred" --new-tpm2-credential "$creds/lbsnew.new.cred" \
+	--update-tab --force -c aes-xts-plain64 -s 512 --sector-size 65536 --hotzone-size 1048576 \
+	--pbkdf-force-iterations 1000 --state "$state" /dev/disk/by-id/virtio-lbsnew >/tmp/reencrypt-lbsnew.log 2>&1 || rc=$?
+show reencrypt "$(cat /tmp/reencrypt-lbsnew.log)"
+is "lbscrypt reencrypt of lbsnew from its sealed key to the new sealed one, --update-tab (exit)" 0 "$rc"
+is "... the new credential is renamed over the line's: $creds/lbsnew.new.cred is gone" no \
+	"$([ -e "$creds/lbsnew.new.cred" ] && echo yes || echo no)"
+is "... $creds/lbsnew.cred is no longer the first credential" differ \
+	"$(cmp -s "$creds/lbsnew.cred" /srv/sealed/lbsnew.old.cred && echo same || echo differ)"
+is "... the state file and its journal are gone at the end" "no no" \
+	"$([ -e "$state" ] && echo yes || echo no) $([ -e "$state.journal" ] && echo yes || echo no)"
+is "... the line still names $creds/lbsnew.cred with tpm2-device=auto" 1 \
+	"$(grep -c "^lbsnew [^ ]* $creds/lbsnew.cred [^ ]*tpm2-device=auto" /etc/lbscrypttab || true)"
+systemctl daemon-reload
+rc=0
+systemctl start lbscrypt@lbsnew.service || rc=$?
+is "lbscrypt@lbsnew.service starts with the line's credential, now the new key" 0 "$rc"
+got=$(dd if=/dev/mapper/lbsnew bs=65536 count=1 iflag=direct status=none 2>/dev/null | head -n 1 | tr -d '\0' || true)
+is "lbsnew reencrypted reads back the token written under the first key" "new $token" "$got"
 systemctl stop lbscrypt@lbsnew.service || soft_fail "systemctl stop lbscrypt@lbsnew.service failed"
 # for the host: lbsnew's credential, sealed, on lbssealed's filesystem
 if ! cp "$creds/lbsnew.cred" /srv/sealed/lbsnew.cred || ! sync; then
