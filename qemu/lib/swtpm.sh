@@ -93,9 +93,37 @@ swtpm_creds() {
 	dir=$(mktemp -d /tmp/lbs-tpm.XXXXXX)
 	swtpm_start "$state" "$dir/tpm" host
 	systemd-creds "$@" --tpm2-device="swtpm:path=$dir/tpm" || rc=$?
+	swtpm_shutdown "$dir/tpm"
 	swtpm_stop
 	rm -rf "$dir"
 	return "$rc"
+}
+
+# swtpm_shutdown SOCKET: TPM2_Shutdown(TPM_SU_CLEAR) sent on the command socket
+# of a host swtpm, as a kernel sends it when the machine powers off. A TPM
+# stopped without it counts the stop as a possible attack (TPM2's dictionary
+# attack protection), and a few such stops of a state lock it out: systemd-creds
+# then fails with "TPM2 device is in dictionary attack lockout mode". Fails in
+# one line when the TPM does not answer success.
+swtpm_shutdown() {
+	local said
+	said=$(python3 - "$1" <<'PY' 2>&1
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+# tag TPM_ST_NO_SESSIONS, size 12, TPM_CC_Shutdown, TPM_SU_CLEAR
+s.sendall(bytes.fromhex("80010000000c000001450000"))
+reply = b""
+while len(reply) < 10:
+    part = s.recv(10 - len(reply))
+    if not part:
+        break
+    reply += part
+print(reply.hex())
+PY
+	) || true
+	[ "$said" = 80010000000a00000000 ] || fail "swtpm did not take TPM2_Shutdown on $1: '$said'"
 }
 
 # swtpm_seal STATE_DIR PCRS NAME IN OUT: IN sealed to the TPM of STATE_DIR alone
