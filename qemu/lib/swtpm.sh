@@ -93,9 +93,11 @@ swtpm_creds() {
 	dir=$(mktemp -d /tmp/lbs-tpm.XXXXXX)
 	swtpm_start "$state" "$dir/tpm" host
 	systemd-creds "$@" --tpm2-device="swtpm:path=$dir/tpm" || rc=$?
-	swtpm_shutdown "$dir/tpm"
+	local said
+	said=$(swtpm_shutdown "$dir/tpm")
 	swtpm_stop
 	rm -rf "$dir"
+	[ "$said" = 80010000000a00000000 ] || fail "swtpm did not take TPM2_Shutdown on $state: $(tr '\n' ' ' <<<"$said")"
 	return "$rc"
 }
 
@@ -103,11 +105,10 @@ swtpm_creds() {
 # of a host swtpm, as a kernel sends it when the machine powers off. A TPM
 # stopped without it counts the stop as a possible attack (TPM2's dictionary
 # attack protection), and a few such stops of a state lock it out: systemd-creds
-# then fails with "TPM2 device is in dictionary attack lockout mode". Fails in
-# one line when the TPM does not answer success.
+# then fails with "TPM2 device is in dictionary attack lockout mode". Prints
+# the TPM's reply in hex (80010000000a00000000: success) or what went wrong.
 swtpm_shutdown() {
-	local said
-	said=$(python3 - "$1" <<'PY' 2>&1
+	python3 - "$1" <<'PY' 2>&1 || true
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(10)
@@ -122,8 +123,6 @@ while len(reply) < 10:
     reply += part
 print(reply.hex())
 PY
-	) || true
-	[ "$said" = 80010000000a00000000 ] || fail "swtpm did not take TPM2_Shutdown on $1: '$said'"
 }
 
 # swtpm_seal STATE_DIR PCRS NAME IN OUT: IN sealed to the TPM of STATE_DIR alone
