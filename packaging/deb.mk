@@ -31,7 +31,9 @@ DEB_SOURCES := $(DEB_BUILD)/dm-crypt-lbs_$(DEB_VERSION).dsc $(DEB_BUILD)/lbscryp
 # directories count too: removing a file changes its directory.
 DEB_DKMS_INPUTS := $(DEB_TOP)/VERSION $(DEB_TOP)/packaging/build-deb \
 	$(shell find $(DEB_TOP)/kmod $(DEB_TOP)/packaging/dkms)
-DEB_TOOL_INPUTS := $(DEB_TOP)/VERSION $(DEB_TOP)/packaging/build-deb $(DEB_TOP)/Documentation/lbscrypt.rst $(DEB_TOP)/Documentation/lbscrypttab.rst \
+# (the manual pages' sources: as packaging/build-deb stages them)
+DEB_TOOL_INPUTS := $(DEB_TOP)/VERSION $(DEB_TOP)/packaging/build-deb $(DEB_TOP)/Documentation \
+	$(wildcard $(DEB_TOP)/Documentation/lbscrypt*.rst $(DEB_TOP)/Documentation/*.inc) $(DEB_TOP)/Documentation/dm-crypt-lbs.rst \
 	$(shell find $(DEB_TOP)/tools $(DEB_TOP)/tests/unit $(DEB_TOP)/packaging/lbscrypt)
 
 .PHONY: deb deb-dkms deb-tools deb-lint dkms-check

@@ -4,7 +4,9 @@
 #   sbin/lbscrypt                                  the program
 #   share/bash-completion/completions/lbscrypt     tools/completion/lbscrypt
 #   share/man/man8/lbscrypt.8                      from Documentation/lbscrypt.rst
+#   share/man/man8/lbscrypt-<command>.8            from Documentation/lbscrypt-<command>.rst
 #   share/man/man5/lbscrypttab.5                   from Documentation/lbscrypttab.rst
+#   share/man/man4/dm-crypt-lbs.4                  from Documentation/dm-crypt-lbs.rst
 #   lib/systemd/system-generators/lbscrypt-generator  a link to sbin/lbscrypt
 #   share/initramfs-tools/hooks/lbscrypt           tools/initramfs/hook
 #   share/initramfs-tools/scripts/local-top/lbscrypt  tools/initramfs/local-top
@@ -44,48 +46,61 @@ install(FILES "${CMAKE_CURRENT_SOURCE_DIR}/initramfs/initramfs.conf"
 install(FILES "${CMAKE_CURRENT_SOURCE_DIR}/completion/lbscrypt"
         DESTINATION "${CMAKE_INSTALL_DATADIR}/bash-completion/completions")
 
-# lbscrypt(8): Documentation/lbscrypt.rst rearranged (cmake/manpage.sh), then
-# rst2man (python3-docutils). AUTO builds it when rst2man and the document are
-# there; ON (the package build) fails without them.
-set(LBSCRYPT_MANPAGE AUTO CACHE STRING "Build and install lbscrypt(8): ON, OFF or AUTO")
+# The manual pages, each from its document in Documentation/ (cmake/manpage.sh adds the header
+# fields and the shared option lists, *.inc), then rst2man (python3-docutils): lbscrypt(8),
+# lbscrypt-<command>(8) for every command, lbscrypttab(5) and dm-crypt-lbs(4). AUTO builds them
+# when rst2man and the documents are there; ON (the package build) fails without them.
+set(LBSCRYPT_MANPAGE AUTO CACHE STRING "Build and install the manual pages: ON, OFF or AUTO")
 set_property(CACHE LBSCRYPT_MANPAGE PROPERTY STRINGS ON OFF AUTO)
-set(_lbs_rst "${CMAKE_CURRENT_SOURCE_DIR}/../Documentation/lbscrypt.rst")
+set(_lbs_doc "${CMAKE_CURRENT_SOURCE_DIR}/../Documentation")
+file(GLOB _lbs_command_pages CONFIGURE_DEPENDS "${_lbs_doc}/lbscrypt-*.rst")
+file(GLOB _lbs_man_includes CONFIGURE_DEPENDS "${_lbs_doc}/*.inc")
+set(_lbs_pages "8:${_lbs_doc}/lbscrypt.rst" "5:${_lbs_doc}/lbscrypttab.rst"
+               "4:${_lbs_doc}/dm-crypt-lbs.rst")
+foreach(_lbs_page IN LISTS _lbs_command_pages)
+  list(APPEND _lbs_pages "8:${_lbs_page}")
+endforeach()
+set(_lbs_missing "")
+foreach(_lbs_page IN LISTS _lbs_pages)
+  string(REGEX REPLACE "^[0-9]:" "" _lbs_rst "${_lbs_page}")
+  if(NOT EXISTS "${_lbs_rst}")
+    list(APPEND _lbs_missing "${_lbs_rst}")
+  endif()
+endforeach()
+if(NOT _lbs_command_pages)
+  list(APPEND _lbs_missing "${_lbs_doc}/lbscrypt-*.rst")
+endif()
 if(NOT LBSCRYPT_MANPAGE STREQUAL "OFF")
   find_program(LBSCRYPT_RST2MAN NAMES rst2man rst2man.py)
   if(LBSCRYPT_MANPAGE STREQUAL "ON")
     if(NOT LBSCRYPT_RST2MAN)
       message(FATAL_ERROR "LBSCRYPT_MANPAGE=ON: no rst2man (Debian: python3-docutils)")
     endif()
-    if(NOT EXISTS "${_lbs_rst}")
-      message(FATAL_ERROR "LBSCRYPT_MANPAGE=ON: no ${_lbs_rst}")
+    if(_lbs_missing)
+      message(FATAL_ERROR "LBSCRYPT_MANPAGE=ON: no ${_lbs_missing}")
     endif()
   endif()
-  if(LBSCRYPT_RST2MAN AND EXISTS "${_lbs_rst}" AND EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/../Documentation/lbscrypttab.rst")
-    set(_lbs_man_rst "${CMAKE_CURRENT_BINARY_DIR}/lbscrypt.man.rst")
-    set(_lbs_man "${CMAKE_CURRENT_BINARY_DIR}/lbscrypt.8")
-    add_custom_command(OUTPUT "${_lbs_man}"
-      COMMAND "${CMAKE_CURRENT_SOURCE_DIR}/cmake/manpage.sh" "${_lbs_rst}" "${PROJECT_VERSION}"
-              "${_lbs_man_rst}"
-      COMMAND "${LBSCRYPT_RST2MAN}" --strict "${_lbs_man_rst}" "${_lbs_man}"
-      DEPENDS "${_lbs_rst}" "${CMAKE_CURRENT_SOURCE_DIR}/cmake/manpage.sh"
-      COMMENT "lbscrypt(8) from Documentation/lbscrypt.rst"
-      VERBATIM)
-    add_custom_target(lbscrypt_manpage ALL DEPENDS "${_lbs_man}")
-    install(FILES "${_lbs_man}" DESTINATION "${CMAKE_INSTALL_MANDIR}/man8")
-    # lbscrypttab(5): Documentation/lbscrypttab.rst with the header fields (cmake/tabpage.sh)
-    set(_lbs_tab_rst "${CMAKE_CURRENT_SOURCE_DIR}/../Documentation/lbscrypttab.rst")
-    set(_lbs_tab_man_rst "${CMAKE_CURRENT_BINARY_DIR}/lbscrypttab.man.rst")
-    set(_lbs_tab_man "${CMAKE_CURRENT_BINARY_DIR}/lbscrypttab.5")
-    add_custom_command(OUTPUT "${_lbs_tab_man}"
-      COMMAND "${CMAKE_CURRENT_SOURCE_DIR}/cmake/tabpage.sh" "${_lbs_tab_rst}" "${PROJECT_VERSION}"
-              "${_lbs_tab_man_rst}"
-      COMMAND "${LBSCRYPT_RST2MAN}" --strict "${_lbs_tab_man_rst}" "${_lbs_tab_man}"
-      DEPENDS "${_lbs_tab_rst}" "${CMAKE_CURRENT_SOURCE_DIR}/cmake/tabpage.sh"
-      COMMENT "lbscrypttab(5) from Documentation/lbscrypttab.rst"
-      VERBATIM)
-    add_custom_target(lbscrypttab_manpage ALL DEPENDS "${_lbs_tab_man}")
-    install(FILES "${_lbs_tab_man}" DESTINATION "${CMAKE_INSTALL_MANDIR}/man5")
+  if(LBSCRYPT_RST2MAN AND NOT _lbs_missing)
+    set(_lbs_man_files "")
+    foreach(_lbs_page IN LISTS _lbs_pages)
+      string(REGEX MATCH "^[0-9]" _lbs_section "${_lbs_page}")
+      string(REGEX REPLACE "^[0-9]:" "" _lbs_rst "${_lbs_page}")
+      get_filename_component(_lbs_name "${_lbs_rst}" NAME_WE)
+      set(_lbs_man_rst "${CMAKE_CURRENT_BINARY_DIR}/man/${_lbs_name}.man.rst")
+      set(_lbs_man "${CMAKE_CURRENT_BINARY_DIR}/man/${_lbs_name}.${_lbs_section}")
+      add_custom_command(OUTPUT "${_lbs_man}"
+        COMMAND "${CMAKE_COMMAND}" -E make_directory "${CMAKE_CURRENT_BINARY_DIR}/man"
+        COMMAND "${CMAKE_CURRENT_SOURCE_DIR}/cmake/manpage.sh" "${_lbs_section}" "${_lbs_rst}"
+                "${PROJECT_VERSION}" "${_lbs_man_rst}"
+        COMMAND "${LBSCRYPT_RST2MAN}" --strict "${_lbs_man_rst}" "${_lbs_man}"
+        DEPENDS "${_lbs_rst}" ${_lbs_man_includes} "${CMAKE_CURRENT_SOURCE_DIR}/cmake/manpage.sh"
+        COMMENT "${_lbs_name}(${_lbs_section}) from Documentation/${_lbs_name}.rst"
+        VERBATIM)
+      install(FILES "${_lbs_man}" DESTINATION "${CMAKE_INSTALL_MANDIR}/man${_lbs_section}")
+      list(APPEND _lbs_man_files "${_lbs_man}")
+    endforeach()
+    add_custom_target(lbscrypt_manpages ALL DEPENDS ${_lbs_man_files})
   else()
-    message(STATUS "lbscrypt(8) not built: needs rst2man and ${_lbs_rst}")
+    message(STATUS "The manual pages are not built: they need rst2man and ${_lbs_doc}")
   endif()
 endif()
