@@ -164,7 +164,7 @@ tools-fuzz: tools-asan-build
 
 SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init qemu/rootfs/systemd/lbs-command \
 	$(wildcard tests/guest/*.sh bench/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/qemu-run-test tests/fetch-check \
-		tests/rig-helpers-test tests/matrix-tree-check tests/newest-kernel-check tests/zoned-nvme-check tests/relabel-check tests/dkms-check tests/deb-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
+		tests/rig-helpers-test tests/matrix-tree-check tests/newest-kernel-check tests/zoned-nvme-check tests/relabel-check tests/dkms-check tests/deb-check tests/man-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
 		tools/cmake/manpage.sh tools/initramfs/hook tools/initramfs/local-top tools/initramfs/local-block kmod/dkms-kernel-hook) .ci/run
 
 lint-shell:
