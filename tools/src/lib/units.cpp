@@ -151,7 +151,7 @@ Result<std::string> volume_unit(const TabEntry &e, const GeneratorSettings &sett
                    settings.source, e.line);
   u += "\n[Unit]\n";
   u += "Description=lbscrypt volume %I\n";
-  u += "Documentation=man:lbscrypt(8)\n";
+  u += "Documentation=man:lbscrypttab(5) man:lbscrypt-attach(8)\n";
   u += fmt::format("SourcePath={}\n", specifier_escape(settings.source));
   u += "DefaultDependencies=no\n";
   u += "IgnoreOnIsolate=true\n";
@@ -222,7 +222,7 @@ std::string slice_unit() {
          "# dependencies the shutdown does not stop it, nor so a volume that holds the root.\n"
          "\n[Unit]\n"
          "Description=lbscrypt volumes\n"
-         "Documentation=man:lbscrypt(8)\n"
+         "Documentation=man:lbscrypt-generate-units(8)\n"
          "DefaultDependencies=no\n";
 }
 
