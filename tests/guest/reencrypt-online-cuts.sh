@@ -181,9 +181,12 @@ logged_run() {
 	fio_loop &
 	writer_pids+=($!)
 	wait_records 3
+	# fio's direct writes are 64 KiB at 64 KiB boundaries, aligned to every new
+	# sector size here; it may hold its file open at the run's check, so --force
+	# (the O_DIRECT refusal itself is reencrypt-online-refusals')
 	out=$(lbscrypt -q reencrypt --active-name lbs-rc-vol --cipher aes-xts-plain64 --key-size 512 \
 		--sector-size "$c_old" --key-file "$c_old_key" --new-key-file "$c_new_key" --new-sector-size "$c_new" \
-		--hotzone-size "$hotzone" --pbkdf-force-iterations "$iterations" --state "$smnt/run.state" 2>&1) ||
+		--hotzone-size "$hotzone" --pbkdf-force-iterations "$iterations" --state "$smnt/run.state" --force 2>&1) ||
 		fail "$c_label: the logged online run failed: $out"
 	records_at_end=$(cat "$w/writer.n")
 	wait_records $((records_at_end + 3))
