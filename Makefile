@@ -170,6 +170,7 @@ SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tes
 lint-shell:
 	@shellcheck -x $(SHELL_SCRIPTS)
 	@echo "shellcheck: clean ($(words $(SHELL_SCRIPTS)) scripts)"
+	@python3 tests/lint_docs_test.py
 	@tests/lint-docs
 
 # Every package a fresh machine downloads, into an empty cache: no warm cache hides

@@ -19,6 +19,7 @@
 #   read back through the other, and leaves the same bytes on the disk (above
 #   the 128 KiB request cap, so it went down unsplit);
 # - an atomic write one unit larger than announced is refused (EINVAL).
+# atomic_pwrite is built static for the guest by qemu/lib/guest-bin.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -31,6 +31,10 @@
 # partition that starts off a sector boundary of the disk, whose writes are plain,
 # the warning names the mapping's start. Needs `--module
 # lbscrypt` or `both` (ours as crypt_lbs or crypt), scsi_debug and lbscrypt.
+# Debian's arm64 kernels are built without scsi_debug: qemu/lib/scsi-debug
+# builds it from the kernel's own source (cached), the runner hands it to the
+# guest and tests/guest/scsi-debug-module.sh (run by suite.sh before the
+# tests) puts it where modprobe finds it.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -14,6 +14,14 @@
 # ti->error, no device is left. `key wipe` / `key set` on an active mapping:
 # refused, and the data still reads back afterwards; while suspended a bad key is
 # refused, `key wipe` makes resume fail and `key set` restores the mapping.
+# The bad tables: a key a byte short or long, an odd number of hex digits,
+# non-hex digits, a key count that is not a power of two; an unknown cipher,
+# chaining mode, IV mode or essiv hash; lmk at sector_size 4096 or over XTS, tcw
+# with a key too short for its seeds, elephant with a key that is not two AES
+# keys, random and integrity (not supported); an unknown option, an option
+# count that lies or is not a number; a bad iv_offset or device offset; a
+# sector_size above the bound or with trailing characters; a length that is
+# not a multiple of sector_size.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

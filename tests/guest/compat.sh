@@ -23,6 +23,15 @@
 # stock; stock writing the same data over it leaves every segment's raw bytes
 # exactly as ours wrote them; read through ours: the data; no segment holds the
 # plaintext (except cipher_null's, which must).
+# The ciphers: aes-xts-plain64, aes-xts-plain64be, aes-cbc-essiv:sha256,
+# aes-cbc-plain, aes-cbc-benbi, aes-cbc-null, aes-cbc-eboiv, capi:xts(aes)-plain64,
+# serpent-xts-plain64, twofish-cbc-essiv:sha256 and cipher_null-ecb. The
+# asynchronous one is capi:cryptd(xts(ecb(DRIVER)))-plain64 (lib.sh: cryptd_spec
+# tries aes-generic, 6.x's name, and aes-lib, 7.x's; cryptd must be named by its
+# driver). Debian's arm64 kernels are built without CONFIG_CRYPTO_CRYPTD: there
+# that case is skipped (LBS-SKIP, listed by the runner); it runs on amd64-4k
+# (cryptd a module) and on arm64-64k, whose fragment enables cryptd so that the
+# asynchronous path meets 64 KiB sectors.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -9,11 +9,11 @@
 # NEEDS: none
 # ORDER: 300
 #
-# cryptsetup.sh: Debian's cryptsetup drives dm-crypt-lbs loaded as `crypt` (issue
-# 3, "Verified in the rig" items 1 and 6). Needs `--module lbscrypt`.
+# cryptsetup.sh: Debian's cryptsetup drives dm-crypt-lbs loaded as `crypt`.
+# Needs `--module lbscrypt`.
 # `dmsetup targets` shows crypt v1.30.0. `cryptsetup open --type plain` (key file,
 # sector size 512 and 4096, iv_large_sectors at 4096) works, `cryptsetup status`
-# reports the mapping (type, cipher, key size, sector size), the data reads back,
+# reports the mapping (type, cipher, key size, sector size, size), the data reads back,
 # and `cryptsetup close` removes it. Readable through stock: the raw bytes are
 # printed as REFERENCE lines; the host checks them against the reference model,
 # which reference.sh checks against the stock target's own ciphertext.

@@ -29,6 +29,9 @@
 #   holds more than the one request its converter waits on;
 # - error injection: error_rate_ppm=1000000 makes direct reads and writes through
 #   both targets fail with EIO and the data stay; 300000 fails about 30 % of 200 direct reads, each as EIO.
+# The queue discipline runs at queue depth 4; under load no request is refused.
+# At error_rate_ppm=300000 fio sees exactly the errors the engine injected, and
+# those must be 30 to 90 of the 200 (about 60 expected).
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -25,6 +25,7 @@
 # queue of 2, so requests are backlogged in the completion context) with each
 # option set at the largest size, and no_read_workqueue at 512: fio verified, and
 # no WARNING (a sleep in the completion context would be one).
+# A kernel without cryptd skips that cipher (LBS-SKIP).
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

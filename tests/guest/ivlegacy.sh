@@ -19,6 +19,13 @@
 # only: sector_size:4096 is EINVAL with a message naming the mode, as on stock.
 # elephant runs at 512 and 4096 against stock, and above 4096 (ours only) reads
 # back what it wrote with ciphertext unlike aes-cbc-eboiv's: the diffuser ran.
+# The tables: lmk with one key, 64 keys, 64 keys and a seed, AES-128 and
+# AES-256, the capi: form (always 64 keys), 3DES (a 64-bit block); tcw with
+# AES, Serpent, Twofish and TrueCrypt 1.x's 64-bit CAST5, 3DES and Blowfish;
+# elephant with AES-128, -192 and -256 key pairs, with and without
+# iv_large_sectors; keys that are not two AES keys are EINVAL. On a kernel
+# without md5 (lmk) or crc32 (tcw) stock cannot load the table: the case is
+# skipped (LBS-SKIP). reference.sh checks elephant's bytes at every size.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

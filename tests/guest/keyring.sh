@@ -17,6 +17,8 @@
 # exist, or of another size, is refused with a ti->error and leaves no device;
 # the table line read while key set and key wipe race shows the reference or a
 # wiped key, never a freed string.
+# The keys are loaded with keyctl padd; the refused references: a key that does
+# not exist (ENOKEY, as dm-crypt), one of another size, an unknown key type.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

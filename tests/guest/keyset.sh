@@ -23,6 +23,8 @@
 #   holding the device's key lock, so the resume goes through; the message then
 #   fails, as the device is no longer suspended, and nothing hangs (before the
 #   fix: "key set" held the lock resume needs while it waited: a deadlock).
+# The waiting "key set" is given 90 s (timeout): still waiting then fails the
+# test as the deadlock.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

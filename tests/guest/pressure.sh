@@ -19,6 +19,8 @@
 # was reloaded. No I/O error may reach fio; the bounce pages never exceed the bound
 # plus the reserve, and all come back when the device goes. Prints
 # "PRESSURE bytes=N faults=N" for make harden's summary.
+# The share is 20 %. The ramdisk is filled first (brd allocates a page on its
+# first write), so only this module's allocations can fail.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

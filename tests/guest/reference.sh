@@ -20,6 +20,13 @@
 # cover 512, 4096 and every size above up to this kernel's bound (8192..65536 on
 # a 64K-page kernel). All cases of a target are segments of one device, each over
 # its own 256 KiB of the ramdisk, read back through linear views.
+# The cases, at 512, 4096 and every size above up to the bound (1024 and 2048
+# are compat.sh's): aes-xts-plain64 with and without iv_large_sectors, at
+# iv_offset 0 and 2^40+128; aes-cbc-essiv:sha256 with iv_large_sectors at
+# 2^40+128; aes-cbc-elephant (BitLocker's diffuser, modelled from its paper) at
+# iv_offset 0 and, with iv_large_sectors, 2^40+128. The model: one XTS data unit
+# or CBC chain per encryption sector, the IV counting 512-byte sectors (or
+# sector_size units with iv_large_sectors), iv_offset included.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -24,6 +24,9 @@
 # fio must pass its verification every time, and each device must be gone after
 # its cycle. The kernel's reports (KASAN, lockdep, a WARN: suite.sh) fail the
 # test; make harden's leakscan counts leaks after it.
+# A race needs luck to show: this runs the paths that had it under KASAN and
+# lockdep; it cannot prove the race absent. make harden's runs:
+# results/harden.rst.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

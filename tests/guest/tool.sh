@@ -28,6 +28,12 @@
 #   cryptsetup's exit codes and texts; a regular file gets a loop device that
 #   goes away on close; negative numbers and an unaligned --skip are refused with
 #   one line and no device.
+# Also: the passphrase with sha256, sha512 and the default hash; the key file
+# with --skip, --offset and --sector-size 4096 --iv-large-sectors; every hash of
+# a list (sha1 ... sha3-512, plain): both tools open with the same key, or both
+# refuse; cryptsetup status agrees with lbscrypt status also while suspended;
+# close of a mapping in use exits as cryptsetup's does (non-zero) and leaves
+# it; overflowing numbers are refused like negative ones.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -41,6 +41,10 @@
 # check runs it on one kernel: dm-integrity's journal, not the page, decides
 # it) and LBS_TORN_FULL=1 (make check-full, make harden) runs it at every size
 # from 1024.
+# tests/torn/torn_table.py check fails a tear that reads otherwise than the
+# table says (stock and ours apart) and, when the run covers every size of the
+# table (a 64K-page kernel), a table that is not the one the run makes;
+# tests/torn/torn_table_test.py (make rig-host-test) checks it on made-up tears.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -31,6 +31,8 @@
 # - the same at 4096 with an asynchronous cipher (the engine, /lbs/kmod/
 #   lbs-engine.ko), where each write's requests must end before the next write
 #   goes down.
+# The huge-page write is skipped (LBS-SKIP) where the kernel has no 2 MiB huge
+# pages.
 set -euo pipefail
 # shellcheck source=tests/guest/lib.sh
 . "$(dirname "$0")/lib.sh"
