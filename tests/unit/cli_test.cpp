@@ -1411,6 +1411,18 @@ TEST_CASE("cli seal: a key file, or a passphrase typed twice", "[cli]") {
   }
   CHECK(rig.inputs.at(0) == key);
   CHECK(rig.calls.at(0)[3] == "--tpm2-pcrs=0+7");
+  // The clear copies are the user's to remove; the tool says so, once, unless -q.
+  CHECK(rig.cli.err.str() ==
+        "lbscrypt: warning: PCR 7 was never extended: a policy on it protects nothing\n"
+        "lbscrypt: warning: " + kKeyFile +
+            " still holds the key in the clear, as does every initramfs image and backup made "
+            "with it: keep a copy offline for recovery and remove it here, rebuild the images "
+            "(update-initramfs -u -k all), and better, reencrypt the volume to a fresh sealed "
+            "key (lbscrypt reencrypt --new-tpm2-credential)\n");
+  rig.cli.err.str("");
+  REQUIRE(rig.seal({"-q", "--key-file", kKeyFile, "--tpm2-pcrs", "0",
+                    (rig.dir.path / "q.cred").string()}) == 0);
+  CHECK(rig.cli.err.str().empty());
   SealRig typed;
   typed.cli.stdin_tty = true;
   REQUIRE(typed.seal({typed.output()}) == 0);

@@ -36,14 +36,21 @@ FAKE
 chmod +x "$work/bin/systemd-creds"
 export PATH="$work/bin:$PATH"
 
-# seal --key-file: the key's bytes on the pipe, the documented argv, one warning line.
+# seal --key-file: the key's bytes on the pipe, the documented argv, two warning lines:
+# the unextended PCR, and the key file's clear copies.
 "$tool" seal --sysfs "$work/sys" --dev "$work/dev" --key-file "$keyfile" "$work/etc/data.cred" \
 	>"$work/out" 2>"$work/err" || fail "seal exited $?: $(cat "$work/err")"
 cmp "$keyfile" "$work/bin/stdin" || fail "systemd-creds did not read the key file's bytes"
 printf '%s\n' encrypt --with-key=tpm2 --tpm2-pcrs=7 --name=data - "$work/etc/data.cred" |
 	cmp - "$work/bin/argv" || fail "argv: $(cat "$work/bin/argv")"
-[ "$(cat "$work/err")" = "lbscrypt: warning: PCR 7 was never extended: a policy on it protects nothing" ] ||
+[ "$(head -n 1 "$work/err")" = "lbscrypt: warning: PCR 7 was never extended: a policy on it protects nothing" ] ||
 	fail "stderr: $(cat "$work/err")"
+second=$(sed -n 2p "$work/err")
+case $second in
+"lbscrypt: warning: $keyfile still holds the key in the clear"*) ;;
+*) fail "stderr: $(cat "$work/err")" ;;
+esac
+[ "$(wc -l <"$work/err")" -eq 2 ] || fail "stderr: $(cat "$work/err")"
 files() { (cd "$work/etc" && printf '%s ' *); }
 [ "$(files)" = "data.cred " ] || fail "files beside the credential: $(files)"
 

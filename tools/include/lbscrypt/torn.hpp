@@ -11,7 +11,7 @@
 #include <string>
 
 #include "lbscrypt/device.hpp"
-#include "lbscrypt/operations.hpp"
+#include "lbscrypt/environment.hpp"
 #include "lbscrypt/table.hpp"
 
 namespace lbscrypt {

@@ -139,6 +139,15 @@ int seal_command(const SealArgs &args, const CommonFlags &flags, const Services 
   if (auto sealed = seal_secret(request, *secret, run); !sealed) {
     return fail(err, sealed.error());
   }
+  if (args.key_file && !flags.quiet) {
+    // Sealing a key that exists moves the volume to a sealed key; its clear copies stay.
+    print_error(err, fmt::format("warning: {} still holds the key in the clear, as does every "
+                                 "initramfs image and backup made with it: keep a copy offline "
+                                 "for recovery and remove it here, rebuild the images "
+                                 "(update-initramfs -u -k all), and better, reencrypt the volume "
+                                 "to a fresh sealed key (lbscrypt reencrypt --new-tpm2-credential)",
+                                 printable(*args.key_file)));
+  }
   const std::string pcr_text = pcrs->empty() ? "no PCR" : "PCRs " + format_pcr_list(*pcrs);
   if (const auto own = credential_id(args.output); !own || *own != *id) {
     // Sealed to be renamed: reencrypt --update-tab --new-tpm2-credential renames it.
