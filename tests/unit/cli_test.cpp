@@ -1414,7 +1414,8 @@ TEST_CASE("cli seal: a key file, or a passphrase typed twice", "[cli]") {
   // The clear copies are the user's to remove; the tool says so, once, unless -q.
   CHECK(rig.cli.err.str() ==
         "lbscrypt: warning: PCR 7 was never extended: a policy on it protects nothing\n"
-        "lbscrypt: warning: " + kKeyFile +
+        "lbscrypt: warning: " +
+            kKeyFile +
             " still holds the key in the clear, as does every initramfs image and backup made "
             "with it: keep a copy offline for recovery and remove it here, rebuild the images "
             "(update-initramfs -u -k all), and better, reencrypt the volume to a fresh sealed "
