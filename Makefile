@@ -86,7 +86,7 @@ cryptsetup-tests: deps $(GUEST_TOOLS)
 stacking: deps $(GUEST_TOOLS)
 	@qemu/lib/kernel arm64-64k-debug >/dev/null && qemu/lib/build-kmod arm64-64k-debug >/dev/null
 	@mkdir -p $(BUILD)/stacking && set -o pipefail && \
-		qemu/run arm64-64k-debug --module lbscrypt --timeout 1800 -- bash /lbs/tests/guest/suite.sh stacking \
+		qemu/run arm64-64k-debug --module lbscrypt --timeout 1800 -- bash /lbs/tests/guest/common/suite.sh stacking \
 		| tee $(BUILD)/stacking/arm64-64k-debug.log
 
 bench-smoke: kmod engine
@@ -163,7 +163,7 @@ tools-fuzz: tools-asan-build
 		--json $(BUILD)/argfuzz.json
 
 SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init qemu/rootfs/systemd/lbs-command \
-	$(wildcard tests/guest/*.sh bench/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/qemu-run-test tests/fetch-check \
+	$(wildcard tests/guest/*.sh tests/guest/common/*.sh tests/guest/halves/*.sh bench/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/qemu-run-test tests/fetch-check \
 		tests/rig-helpers-test tests/matrix-tree-check tests/newest-kernel-check tests/zoned-nvme-check tests/relabel-check tests/dkms-check tests/deb-check tests/man-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
 		tools/cmake/manpage.sh tools/initramfs/hook tools/initramfs/local-top tools/initramfs/local-block kmod/dkms-kernel-hook) .ci/run
 

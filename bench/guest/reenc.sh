@@ -44,8 +44,8 @@
 # that design is gone from the tool).
 # A step that fails stops the run with a FAIL line saying which.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/../../tests/guest/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../../tests/guest/common/lib.sh"
 
 mib=256 reps=3 hotzone=''
 while [ $# -gt 0 ]; do

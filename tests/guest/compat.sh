@@ -33,8 +33,8 @@
 # (cryptd a module) and on arm64-64k, whose fragment enables cryptd so that the
 # asynchronous path meets 64 KiB sectors.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 seg=$((32 << 10))

@@ -21,8 +21,8 @@
 # Then the same through an asynchronous cipher (lib.sh: cryptd_spec) at the
 # largest size; skipped (LBS-SKIP) where the kernel has no cryptd.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 len=$((4 << 11))	# 4 MiB

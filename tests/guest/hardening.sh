@@ -37,8 +37,8 @@
 # in the detail. Without cryptd (Debian's arm64 kernels) the writer-thread case
 # of 2 is skipped (LBS-SKIP).
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 k64=$(test_key 64)

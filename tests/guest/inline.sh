@@ -27,8 +27,8 @@
 # no WARNING (a sleep in the completion context would be one).
 # A kernel without cryptd skips that cipher (LBS-SKIP).
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 key=$(test_key 64)

@@ -26,8 +26,8 @@
 # The waiting "key set" is given 90 s (timeout): still waiting then fails the
 # test as the deadlock.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 params=/sys/module/lbs_engine/parameters
 dev=/dev/ram0

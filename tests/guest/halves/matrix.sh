@@ -1,5 +1,7 @@
 #!/bin/bash
-# The sector_size acceptance matrix, run by the tool: `lbscrypt matrix --json` loads
+# DESCRIPTION: the sector_size acceptance matrix in one guest, through lbscrypt matrix (the guest half of qemu/matrix: make matrix)
+#
+# matrix.sh [TARGET...]: the sector_size acceptance matrix, run by the tool: `lbscrypt matrix --json` loads
 # one crypt table per sector_size spelling over a throwaway dm zero device, for each
 # target named on the command line (default: crypt), and reports what the kernel did
 # with it beside what lbscrypt's predict() says (Documentation/lbscrypt.rst, matrix).
@@ -11,8 +13,8 @@
 # Cells where the kernel and predict() differ are reported here and kept in the
 # records ("agrees": false); `make matrix-check` fails on them.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 targets=("$@")
 [ $# -gt 0 ] || targets=(crypt)

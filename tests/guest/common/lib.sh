@@ -1,7 +1,31 @@
 # shellcheck shell=bash
-# Shared helpers of the guest tests (run inside a rig guest by qemu/run).
-# Source it after `set -euo pipefail`. It prints the environment first, as every
-# guest log must start with uname -r and dmsetup targets.
+# DESCRIPTION: the helpers every guest test sources (the framework's API)
+#
+# common/lib.sh: the shared helpers of the guest tests (run inside a rig guest
+# by qemu/run), and of the guest halves and bench/guest's scripts. Source it
+# after `set -euo pipefail`. It prints the environment first, as every guest
+# log must start with uname -r and dmsetup targets.
+#
+# The framework's API, what a test may call or read (each is described where
+# it is defined, below):
+#   verdicts   fail MSG, soft_fail MSG, ok MSG; a skipped case prints
+#              "LBS-SKIP <test>: <why>"
+#   cleanup    on_exit CMD..., dm_remove NAME, unload_engine, stop_fio
+#              (fio_pid), loop_attach VAR FILE, state_fs DIR SIZE
+#   devices    dm_blkdev, target_version, ti_error, refuses_einval, lbsize,
+#              io_bs, sha_of, put, raw_views, seg_sums, scsi_debug_disk
+#              (SD_DISK), page_size, bound, sizes_upto
+#   data       test_key, test_key_file, pattern, plain_fill
+#   fio        fio_clean, fio_ok, bench_job, fio_bytes
+#   engine     load_engine [PARAM=VALUE...], LBS_ENGINE_KO
+#   ciphers    cryptd_spec
+#   reencrypt  run_alive, run_wait_until, reenc_private, reenc_both_private,
+#              run_in_io_on (RUN_PID, RUN_LOG: the test's)
+#   the test   LBS_TEST (its name, as FAIL lines give it; LBS_TEST_NAME
+#              before sourcing names a wrapper's)
+# The rest (LBS_CLEANUPS, LBS_FAILS, LBS_ENGINE_LOADED, lbs_*) is the
+# framework's own: a test neither calls nor sets it. A helper only some tests
+# share goes into a file of its own here (reencrypt-replay.sh).
 
 LBS_TEST=${LBS_TEST_NAME:-${0##*/}}	# a wrapper names the test it runs as
 LBS_CLEANUPS=()
@@ -31,6 +55,8 @@ soft_fail() {
 	LBS_FAILS=$((LBS_FAILS + 1))
 }
 
+# lbs_run_cleanups: the EXIT trap: the cleanups, last first, then the engine;
+# a test with soft failures exits 1.
 lbs_run_cleanups() {
 	local rc=$? i
 	for ((i = ${#LBS_CLEANUPS[@]} - 1; i >= 0; i--)); do

@@ -21,18 +21,19 @@
 # ORDER: 500
 #   its place in its boot, lower first (the cheap broad tests run first)
 #
-# TEMPLATE.sh: the guest test to copy (tests/README). This copy is placed
-# nowhere (KERNELS and FULL-KERNELS none) and tests/guest-headers leaves it
-# out of the tables; it runs by hand: qemu/run arm64-64k --module both --
-# bash /lbs/tests/guest/suite.sh TEMPLATE.
+# TEMPLATE.sh: the guest test to copy to tests/guest/NAME.sh (tests/README),
+# where it runs (its lib.sh is common/lib.sh from there): qemu/run arm64-64k
+# --module both -- bash /lbs/tests/guest/common/suite.sh NAME. As it is here
+# it is placed nowhere (KERNELS and FULL-KERNELS none), which
+# tests/guest-headers check refuses of a test until one of them names kernels.
 # Here the header's free text says what the test proves, case by case: data
 # written through ours at the largest sector size this kernel takes reads
 # back, and the ciphertext on the ramdisk is not the plaintext.
 set -euo pipefail
 # lib.sh prints uname -r and dmsetup targets first, gives fail, soft_fail, ok,
 # on_exit, dm_remove, test_key, put, sha_of, bound, load_engine and the rest
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 len=2048 # sectors of 512 bytes: 1 MiB
