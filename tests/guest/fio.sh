@@ -6,7 +6,10 @@
 #   arm64-16k Debian's 6.12 arm64 build
 # FULL-KERNELS: all
 # LIMIT: 300 two jobs per sector size, twice
-# NEEDS: none
+# NEEDS: cryptd
+# MAY-LACK: cryptd arm64-16k arm64-4k arm64-4k-6.1
+#   Debian's arm64 kernels are built without CONFIG_CRYPTO_CRYPTD: the
+#   asynchronous case is skipped there
 # ORDER: 90
 #
 # fio.sh: data integrity under concurrent direct I/O at every sector size this
@@ -83,7 +86,7 @@ if [ -n "$async_spec" ]; then
 	dm_remove lbs-fio
 	ok "async ss=$ss: fio randrw through $async_spec, crc32c verified"
 else
-	printf 'LBS-SKIP fio: the asynchronous case: no cryptd on this kernel (cryptd(xts) does not load)\n'
+	skip_lacking cryptd "the asynchronous case" "cryptd(xts) does not load"
 fi
 
 # the control: another key must make the verification fail

@@ -7,6 +7,9 @@
 # FULL-KERNELS: all
 # LIMIT: 480 37 cipher cases, fio under a bounce bound, a race
 # NEEDS: null_blk cryptd
+# MAY-LACK: cryptd arm64-16k arm64-4k arm64-4k-6.1
+#   Debian's arm64 kernels are built without CONFIG_CRYPTO_CRYPTD: the
+#   asynchronous case is skipped there
 # ORDER: 130
 #
 # hardening.sh: the regression tests of the hardening fixes.
@@ -161,7 +164,7 @@ if [ -n "$async_spec" ]; then
 	dm_remove lbs-h
 	ok "asynchronous cipher $async_spec: fio randwrite 64k iodepth 16 x2, crc32c verified (writes submitted by the writer thread)"
 else
-	printf 'LBS-SKIP hardening: the writer thread under an asynchronous cipher: cryptd(xts) does not load here (no CONFIG_CRYPTO_CRYPTD, as in the Debian arm64 kernels)\n'
+	skip_lacking cryptd "the writer thread under an asynchronous cipher" "cryptd(xts) does not load"
 fi
 
 # --- 3. bounce memory --------------------------------------------------------------

@@ -14,10 +14,13 @@
 # LIMIT: 120 the seconds after which suite.sh kills it, then why that many
 #   (about four times the longest it takes on the slowest kernel, loaded)
 # NEEDS: none
-#   what it needs beside the guest's usual tools: engine (/lbs/kmod/lbs-engine.ko),
+#   what it needs beside the guest's usual tools, words common/lib.sh's
+#   need_met checks before the test starts: engine (/lbs/kmod/lbs-engine.ko),
 #   scsi_debug, mainline-ref or cryptsetup-src (the runner builds these three
 #   and hands them to the boot), readme (README.md, handed over as it is), tool,
-#   null_blk, dm-integrity, ...
+#   null_blk, dm-integrity, ...; one the guest lacks fails the test, unless a
+#   line "# MAY-LACK: WORD SET" names the kernel: then the test goes on without
+#   it and skips what needs it, case by case (skip_lacking WORD CASE)
 # ORDER: 500
 #   its place in its boot, lower first (the cheap broad tests run first)
 #
