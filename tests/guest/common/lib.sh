@@ -8,8 +8,8 @@
 #
 # The framework's API, what a test may call or read (each is described where
 # it is defined, below):
-#   verdicts   fail MSG, soft_fail MSG, ok MSG; a skipped case prints
-#              "LBS-SKIP <test>: <why>"
+#   verdicts   fail MSG, soft_fail MSG (LBS_FAILS counts them), ok MSG; a
+#              skipped case prints "LBS-SKIP <test>: <why>" (skip_lacking)
 #   needs      require WORD... (lib.sh runs it on the header's NEEDS when
 #              sourced), have_need WORD, skip_lacking WORD WHAT [WHY];
 #              need_met WORD and the checks under it: have_module NAME,
@@ -28,10 +28,10 @@
 #              run_in_io_on (RUN_PID, RUN_LOG: the test's)
 #   the test   LBS_TEST (its name, as FAIL lines give it; LBS_TEST_NAME
 #              before sourcing names a wrapper's)
-# The rest (LBS_CLEANUPS, LBS_FAILS, LBS_ENGINE_LOADED, LBS_LACKING,
-# LBS_LACK_SAID, LBS_TEST_FILE, lbs_*) is the framework's own: a test neither
-# calls nor sets it. A helper only some tests
-# share goes into a file of its own here (reencrypt-replay.sh).
+# The rest (LBS_CLEANUPS, LBS_ENGINE_LOADED, LBS_LACKING, LBS_LACK_SAID,
+# LBS_TEST_FILE, lbs_*) is the framework's own: a test neither calls nor sets
+# it. A helper only some tests share goes into a file of its own here
+# (reencrypt-replay.sh).
 
 LBS_TEST=${LBS_TEST_NAME:-${0##*/}}	# a wrapper names the test it runs as
 LBS_TEST_FILE=$LBS_TEST	# the file whose header says its needs (no process: TCG)
