@@ -13,10 +13,13 @@ reencrypt.json is a list of records, one per kernel, case and method (MiB/s):
    "bytes", "runs", "mibps_median", "mibps_min", "mibps_max",
    "steady_mibps_median" (reencrypt: its hotzones after the first; dd: null),
    "ratio" (reencrypt: its median over dd's median; dd: null)}
-and one per kernel for the online case (milliseconds, each the median over the repetitions):
-  {"kernel", "case": "online-key-65536", "method": "stall", "runs",
-   "baseline_max_ms", "far_max_ms", "far_p99_ms", "far_writes", "all_max_ms",
-   "hotzone_max_ms", "hotzones"}
+and one per kernel and design for the online case (milliseconds, each the median
+over the repetitions):
+  {"kernel", "case": "online-key-65536"|"online-key-65536-old-design",
+   "method": "stall", "runs", "baseline_max_ms", "far_max_ms", "far_p99_ms",
+   "far_writes", "all_max_ms", "hotzone_max_ms", "hotzones"}
+The old design's record is there when qemu/bench ran it (--old-design); where it
+could not, the guest log's REENC-NOTE says why, and the table repeats it.
 """
 import argparse
 import json
@@ -30,6 +33,11 @@ CASES = {
 METHODS = ("reencrypt", "dd")
 
 
+ONLINE = "online-key-65536"
+ONLINE_CASES = {
+    ONLINE: "today's: only the hotzone held",
+    ONLINE + "-old-design": "the old design: NAME frozen for each hotzone",
+}
 STALL_FIELDS = ("baseline_max_ms", "far_max_ms", "far_p99_ms", "far_writes", "all_max_ms",
                 "hotzone_max_ms", "hotzones")
 
@@ -44,6 +52,8 @@ def parse_log(path):
                 continue
             if words[0] == "REENC-INFO" and len(words) >= 2:
                 info[words[1]] = " ".join(words[2:])
+            elif words[0] == "REENC-NOTE":
+                info.setdefault("notes", []).append(" ".join(words[1:]))
             elif words[0] == "REENC-RUN":
                 if len(words) != 9:
                     raise SystemExit(f"reenc.py: {path}: a REENC-RUN line of {len(words)} words: {line.strip()}")
@@ -56,6 +66,8 @@ def parse_log(path):
             elif words[0] == "REENC-STALL":
                 if len(words) != 4 + len(STALL_FIELDS):
                     raise SystemExit(f"reenc.py: {path}: a REENC-STALL line of {len(words)} words: {line.strip()}")
+                if words[2] not in ONLINE_CASES:
+                    raise SystemExit(f"reenc.py: {path}: a REENC-STALL line of an unknown case: {line.strip()}")
                 stalls.append({"case": words[2], "rep": int(words[3]),
                                **{k: float(v) for k, v in zip(STALL_FIELDS, words[4:])}})
     return runs, stalls, info
@@ -119,18 +131,27 @@ def table(records, infos):
             ratio = "-" if re is None or re["ratio"] is None else f"x{re['ratio']:.2f}"
             lines.append(f"| {label} | {cell(re)} | {steady} | {cell(dd)} | {ratio} |")
         lines.append("")
-        stall = next((r for r in records if r["kernel"] == kernel and r["method"] == "stall"), None)
-        if stall:
+        stalls = {r["case"]: r for r in records if r["kernel"] == kernel and r["method"] == "stall"}
+        if stalls:
+            runs = "/".join(str(r["runs"]) for r in stalls.values())
             lines.append(f"online, a new key at 65536, beside two writers of 64 KiB O_DIRECT blocks "
-                         f"(median of {stall['runs']}; milliseconds):")
+                         f"(median of {runs}; milliseconds):")
             lines.append("")
-            lines.append("| longest write before the run | a quarter away: longest (p99, writes) "
+            lines.append("| design | longest write before the run | a quarter away: longest (p99, writes) "
                          "| anywhere: longest | slowest hotzone (hotzones) |")
-            lines.append("|---|---|---|---|")
-            lines.append(f"| {stall['baseline_max_ms']:.1f} | {stall['far_max_ms']:.1f} "
-                         f"({stall['far_p99_ms']:.1f}, {stall['far_writes']:.0f}) "
-                         f"| {stall['all_max_ms']:.1f} | {stall['hotzone_max_ms']:.1f} "
-                         f"({stall['hotzones']:.0f}) |")
+            lines.append("|---|---|---|---|---|")
+            for case, label in ONLINE_CASES.items():
+                stall = stalls.get(case)
+                if stall is None:
+                    lines.append(f"| {label} | not measured | - | - | - |")
+                    continue
+                lines.append(f"| {label} | {stall['baseline_max_ms']:.1f} | {stall['far_max_ms']:.1f} "
+                             f"({stall['far_p99_ms']:.1f}, {stall['far_writes']:.0f}) "
+                             f"| {stall['all_max_ms']:.1f} | {stall['hotzone_max_ms']:.1f} "
+                             f"({stall['hotzones']:.0f}) |")
+            lines.append("")
+        for note in info.get("notes", []):
+            lines.append(f"note: {note}")
             lines.append("")
     return "\n".join(lines)
 
@@ -144,11 +165,14 @@ def report(args):
         runs, stalls, info = parse_log(path)
         if not runs:
             raise SystemExit(f"reenc.py: {path}: no REENC-RUN line (see the log)")
-        if not stalls:
-            raise SystemExit(f"reenc.py: {path}: no REENC-STALL line (see the log)")
+        if not any(st["case"] == ONLINE for st in stalls):
+            raise SystemExit(f"reenc.py: {path}: no REENC-STALL line of {ONLINE} (see the log)")
         infos[kernel] = info
         records += records_of(kernel, runs)
-        records.append(stall_record(kernel, stalls))
+        for case in ONLINE_CASES:
+            these = [st for st in stalls if st["case"] == case]
+            if these:
+                records.append(stall_record(kernel, these))
     with open(f"{args.out}/reencrypt.json", "w", encoding="utf-8") as out:
         json.dump(records, out, indent=1)
         out.write("\n")
@@ -174,7 +198,7 @@ def smoke(args):
                     problems.append(f"{kernel} {case} {method}: {rec[0]['runs']} runs, min {rec[0]['mibps_min']}")
                 if method == "reencrypt" and not (rec[0]["ratio"] or 0) > 0:
                     problems.append(f"{kernel} {case}: no ratio to the dd copy")
-        stall = [r for r in records if r["kernel"] == kernel and r["method"] == "stall"]
+        stall = [r for r in records if r["kernel"] == kernel and r["method"] == "stall" and r["case"] == ONLINE]
         if len(stall) != 1:
             problems.append(f"{kernel} online: {len(stall)} stall records, not 1")
         elif stall[0]["runs"] != args.reps or not stall[0]["far_writes"] > 0 or not stall[0]["hotzones"] > 0:

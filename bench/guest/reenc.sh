@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # DESCRIPTION: the guest half of make bench's reencrypt part (qemu/bench): lbscrypt reencrypt beside a dd copy
 #
-# reenc.sh [--mib N] [--reps N] [--hotzone BYTES]: the guest half of the
+# reenc.sh [--mib N] [--reps N] [--hotzone BYTES] [--old-tool PATH]: the guest half of the
 # reencrypt part of `make bench` (qemu/bench; Documentation/performance.rst).
 # Needs ours as crypt (qemu/run --module lbscrypt), the tool, and brd as a
 # module: it is loaded again with two ramdisks of N MiB (default 256), the
@@ -39,20 +39,24 @@
 #   REENC-STALL <step> <case> <rep> <baseline_max> <far_max> <far_p99> <far_writes>
 #               <all_max> <hotzone_max> <hotzones>
 # hotzone_max is the longest time between two progress records (one a
-# hotzone; the first, which holds the run's start, left out): the run's slowest hotzone, which a design that froze the whole
-# volume for each hotzone would make every writer wait (not measured here:
-# that design is gone from the tool).
+# hotzone; the first, which holds the run's start, left out): the run's
+# slowest hotzone.
+# With --old-tool PATH (the tool of the design before, which suspended NAME
+# with its filesystem frozen for each hotzone: qemu/lib/old-design-tool), each
+# repetition runs the online case a second time with that binary, its line's
+# case "online-key-65536-old-design": the same writers, key A -> C back.
 # A step that fails stops the run with a FAIL line saying which.
 set -euo pipefail
 # shellcheck source=tests/guest/common/lib.sh
 . "$(dirname "$0")/../../tests/guest/common/lib.sh"
 
-mib=256 reps=3 hotzone=''
+mib=256 reps=3 hotzone='' old_tool=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--mib) mib=$2; shift 2 ;;
 	--reps) reps=$2; shift 2 ;;
 	--hotzone) hotzone=$2; shift 2 ;;
+	--old-tool) old_tool=$2; shift 2 ;;
 	*) fail "unknown option '$1'" ;;
 	esac
 done
@@ -60,6 +64,7 @@ case $mib$reps$hotzone in *[!0-9]*) fail "--mib, --reps and --hotzone take whole
 [ "$(page_size)" -ge 65536 ] || fail "the reencrypt benchmark converts to 65536: a 64K-page kernel (page size here $(page_size))"
 [ "$(target_version crypt)" = v1.30.0 ] || fail "crypt is $(target_version crypt), expected ours v1.30.0 (qemu/run --module lbscrypt)"
 command -v lbscrypt >/dev/null || fail "no lbscrypt in the guest (make deb)"
+[ -z "$old_tool" ] || [ -x "$old_tool" ] || fail "--old-tool $old_tool: not an executable file"
 
 vol=/dev/ram0
 state_dev=/dev/ram1
@@ -90,11 +95,14 @@ hex_of() { od -An -v -tx1 "$1" | tr -d ' \n'; }
 
 # The cases: name old-sector old-key new-sector new-key
 cases=("4096-65536 4096 $key_a 65536 $key_b" "key-65536 65536 $key_b 65536 $key_c")
-printf 'REENC-PLAN %s\n' $((${#cases[@]} * reps * 2 + reps))
+online_runs=1
+[ -z "$old_tool" ] || online_runs=2
+printf 'REENC-PLAN %s\n' $((${#cases[@]} * reps * 2 + reps * online_runs))
 printf 'REENC-INFO kernel_release %s\n' "$(uname -r)"
 printf 'REENC-INFO page_size %s\n' "$(page_size)"
 printf 'REENC-INFO target crypt=%s\n' "$(target_version crypt)"
 printf 'REENC-INFO tool %s\n' "$(lbscrypt --version | head -n 1)"
+[ -z "$old_tool" ] || printf 'REENC-INFO old_design %s\n' "$("$old_tool" --version | head -n 1)"
 printf 'REENC-INFO volume %s MiB on %s; state on ext4 on %s (brd, %s MiB each)\n' "$mib" "$vol" "$state_dev" "$mib"
 printf 'REENC-INFO hotzone %s\n' "${hotzone:-default}"
 printf 'REENC-INFO dd bs=1M iflag=direct oflag=direct conv=fsync; reencrypt --force --json\n'
@@ -108,15 +116,17 @@ table() {
 	printf '0 %s crypt aes-xts-plain64 %s 0 %s 0 1 sector_size:%s\n' "$sectors" "$(hex_of "$2")" "$vol" "$1"
 }
 
-# stall_run STEP REP: the online case (the header's REENC-STALL). The volume
-# holds whatever the last conversion left: its bytes are not read.
+# stall_run STEP REP TOOL CASE FROM TO: the online case (the header's
+# REENC-STALL) run by TOOL, from key file FROM to TO at 65536. The volume holds
+# whatever the last conversion left: its bytes are not read.
 stall_run() {
-	local step=$1 rep=$2 name=lbs-rb-live w=/tmp/reenc-stall state=$state_dir/stall.state
+	local step=$1 rep=$2 tool=$3 case=$4 from=$5 to=$6
+	local name=lbs-rb-live w=/tmp/reenc-stall state=$state_dir/stall.state
 	local quarter=$((bytes / 4)) rate=20 fio_pid
 	rm -rf "$w"
 	mkdir -p "$w"
-	lbscrypt -q open --type plain --cipher aes-xts-plain64 --key-size 512 --key-file "$key_c" \
-		--sector-size 65536 "$vol" "$name" || fail "online rep $rep: lbscrypt open failed"
+	lbscrypt -q open --type plain --cipher aes-xts-plain64 --key-size 512 --key-file "$from" \
+		--sector-size 65536 "$vol" "$name" || fail "$case rep $rep: lbscrypt open failed"
 	# each job's log: completion time (Unix epoch msec), latency (ns), direction, size, offset
 	(cd "$w" && exec fio --filename="/dev/mapper/$name" --rw=randwrite --bs=64k --direct=1 \
 		--ioengine=psync --rate_iops="$rate" --time_based --runtime=3600 --log_offset=1 \
@@ -126,25 +136,25 @@ stall_run() {
 	fio_pid=$!
 	sleep 3
 	local run0=$EPOCHREALTIME
-	{ lbscrypt -q reencrypt --active-name "$name" --cipher aes-xts-plain64 --key-size 512 \
-		--key-file "$key_c" --sector-size 65536 --new-key-file "$key_a" --new-sector-size 65536 \
+	{ "$tool" -q reencrypt --active-name "$name" --cipher aes-xts-plain64 --key-size 512 \
+		--key-file "$from" --sector-size 65536 --new-key-file "$to" --new-sector-size 65536 \
 		--force --json --state "$state" ${hotzone:+--hotzone-size "$hotzone"} 2>"$w/reenc.err" ||
 		echo "REENC-EXIT $?"; } |
 		while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done >"$w/reenc.out"
 	sleep 1
 	kill -INT "$fio_pid" 2>/dev/null || true
 	wait "$fio_pid" || true
-	lbscrypt -q close "$name" || fail "online rep $rep: lbscrypt close failed"
+	lbscrypt -q close "$name" || fail "$case rep $rep: lbscrypt close failed"
 	if grep -q 'REENC-EXIT' "$w/reenc.out" || ! grep -q '"finished": *true' "$w/reenc.out"; then
 		cat "$w/reenc.out" "$w/reenc.err"
-		fail "online rep $rep: lbscrypt reencrypt --active-name did not finish"
+		fail "$case rep $rep: $tool reencrypt --active-name did not finish"
 	fi
 	local far all
 	far=$(find "$w" -name 'far_lat.*.log' | head -n 1)
 	all=$(find "$w" -name 'all_lat.*.log' | head -n 1)
 	if [ ! -s "$far" ] || [ ! -s "$all" ]; then
 		cat "$w/fio.out"
-		fail "online rep $rep: fio left no latency logs"
+		fail "$case rep $rep: fio left no latency logs"
 	fi
 	# progress records: epoch seconds and done_bytes; the run's start first
 	awk -v run0="$run0" 'BEGIN { print run0, 0 }
@@ -178,9 +188,9 @@ stall_run() {
 		}' "$w/progress" "$far" "$all")
 	[ "$figures" != none ] || {
 		cat "$w/progress"
-		fail "online rep $rep: no far write in the run's first half, or fewer than two progress records"
+		fail "$case rep $rep: no far write in the run's first half, or fewer than two progress records"
 	}
-	printf 'REENC-STALL %s online-key-65536 %s %s\n' "$step" "$rep" "$figures"
+	printf 'REENC-STALL %s %s %s %s\n' "$step" "$case" "$rep" "$figures"
 }
 
 step=0
@@ -230,8 +240,12 @@ for rep in $(seq 1 "$reps"); do
 		printf 'REENC-RUN %s %s %s reencrypt %s %s %s %s\n' "$step" "$name" "$rep" "$bytes" "$s" \
 			"$(rate "$bytes" "$s")" "$steady"
 	done
-	# the online conversion beside two writers
+	# the online conversion beside two writers (C -> A); the old design's
+	# back (A -> C), so that the next repetition starts from key C again
 	step=$((step + 1))
-	stall_run "$step" "$rep"
+	stall_run "$step" "$rep" lbscrypt online-key-65536 "$key_c" "$key_a"
+	[ -n "$old_tool" ] || continue
+	step=$((step + 1))
+	stall_run "$step" "$rep" "$old_tool" online-key-65536-old-design "$key_a" "$key_c"
 done
 ok "reenc bench: $step steps"

@@ -118,7 +118,7 @@ tool_says() {
 	[ "$(cat "$q/atomic_write_unit_min_bytes" 2>/dev/null || echo 0)" != 0 ] || unit=0
 	atomic="it writes at most $unit bytes atomically"
 	[ "$unit" != 0 ] || atomic="it has no atomic writes"
-	expect="lbscrypt: warning: a power failure can tear a $ss-byte sector on /dev/$disk: its physical block is $(cat "$q/physical_block_size") bytes and $atomic (Documentation/dm-crypt-lbs.rst, \"Torn writes\")"
+	expect="lbscrypt: warning: a power failure can tear a $ss-byte sector on /dev/$disk: its physical block is $(cat "$q/physical_block_size") bytes and $atomic (dm-crypt-lbs(4), \"Torn writes\")"
 	[ "$want" = tear ] || expect=''
 	plain=$(lbscrypt check --target "$target" --sector-size "$ss") ||
 		fail "lbscrypt check --sector-size $ss failed: $plain"

@@ -778,7 +778,7 @@ namespace {
 const std::string kTornSdb =
     "lbscrypt: warning: a power failure can tear a 65536-byte sector on /dev/sdb: its physical "
     "block is 4096 bytes and it has no atomic writes "
-    "(Documentation/dm-crypt-lbs.rst, \"Torn writes\")\n";
+    "(dm-crypt-lbs(4), \"Torn writes\")\n";
 
 // /dev/sdb: 4096-byte physical blocks, no atomic writes; /dev/sdc: 4096-byte blocks that
 // writes 4 KiB to 1 MiB atomically.
@@ -892,7 +892,7 @@ TEST_CASE("cli open and status: the torn-sector warning on stderr, stdout unchan
         "lbscrypt: warning: a power failure can tear a 65536-byte sector on /dev/sdc: its "
         "physical block is 4096 bytes and it writes at most 1048576 bytes atomically, but the "
         "mapping starts at byte 4096 of the disk, not a multiple of 65536 "
-        "(Documentation/dm-crypt-lbs.rst, \"Torn writes\")\n");
+        "(dm-crypt-lbs(4), \"Torn writes\")\n");
 }
 
 TEST_CASE("cli table: --size 0 is the rest of the device, as cryptsetup's", "[cli]") {

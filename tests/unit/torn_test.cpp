@@ -50,7 +50,7 @@ TEST_CASE("torn: a 64K sector over 4096-byte blocks without atomic writes can te
   CHECK(lbscrypt::torn_sector_warning(*torn, "/dev/sdb") ==
         "warning: a power failure can tear a 65536-byte sector on /dev/sdb: its physical block "
         "is 4096 bytes and it has no atomic writes "
-        "(Documentation/dm-crypt-lbs.rst, \"Torn writes\")");
+        "(dm-crypt-lbs(4), \"Torn writes\")");
   // 8192 over the same disk: larger than its block, so it can tear too
   CHECK(lbscrypt::torn_sector(plain_disk(), place(8192)).has_value());
 }
@@ -88,7 +88,7 @@ TEST_CASE("torn: a unit that takes the sector but a start that is not aligned", 
   CHECK(lbscrypt::torn_sector_warning(*by_offset, "/dev/sdb") ==
         "warning: a power failure can tear a 65536-byte sector on /dev/sdb: its physical block "
         "is 512 bytes and it writes at most 1048576 bytes atomically, but the mapping starts at "
-        "byte 4096 of the disk, not a multiple of 65536 (Documentation/dm-crypt-lbs.rst, \"Torn "
+        "byte 4096 of the disk, not a multiple of 65536 (dm-crypt-lbs(4), \"Torn "
         "writes\")");
   // a partition that starts at sector 63 (the old DOS layout), offset 0
   WriteGeometry partition = atomic_disk();

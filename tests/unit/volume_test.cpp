@@ -52,7 +52,7 @@ struct Rig {
 
 const std::string kTorn =
     "warning: a power failure can tear a 65536-byte sector on /dev/sdb: its physical block is "
-    "4096 bytes and it has no atomic writes (Documentation/dm-crypt-lbs.rst, "
+    "4096 bytes and it has no atomic writes (dm-crypt-lbs(4), "
     "\"Torn writes\")";
 
 }  // namespace

@@ -2,7 +2,7 @@
 // Whether a power failure can tear an encryption sector of a mapping: the target writes each
 // sector atomically where the device's atomic writes take one whole and the mapping is
 // aligned for them (kmod/atomic.c); elsewhere a sector larger than the device's physical
-// block and its atomic unit can be left partly old, partly new (dm-crypt-lbs.rst, "Torn
+// block and its atomic unit can be left partly old, partly new (dm-crypt-lbs(4), "Torn
 // writes"). The tool's side of those rules, from what sysfs tells (WriteGeometry).
 #pragma once
 

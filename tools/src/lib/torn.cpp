@@ -76,7 +76,7 @@ std::string torn_sector_warning(const TornSector &torn, const std::string &devic
           : fmt::format("it writes at most {} bytes atomically", torn.atomic_unit);
   return fmt::format(
       "warning: a power failure can tear a {}-byte sector on {}: its physical block is {} bytes "
-      "and {}{}{} (Documentation/dm-crypt-lbs.rst, \"Torn writes\")",
+      "and {}{}{} (dm-crypt-lbs(4), \"Torn writes\")",
       torn.sector_size, device, torn.physical_block, atomic, torn.but.empty() ? "" : ", but ",
       torn.but);
 }
