@@ -1,6 +1,7 @@
 # lbscrypt: entry points. See README.md and Documentation/testing.rst.
 #
 #   make deps      install what the build machine lacks (apt-get; once)
+#                  (make deps-check: what it lacks, in one list; installs nothing)
 #   make matrix    the sector_size acceptance matrix on every rig kernel
 #                  (KERNEL=PATH: on a kernel build tree of yours; Documentation/qemu-rig.rst)
 #   make check     everything CI runs, stage by stage with the time of each (below)
@@ -30,7 +31,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod engine matrix-tree matrix-tree-check newest-kernel-check bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps deps-check kernels kmod engine matrix-tree matrix-tree-check newest-kernel-check bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -39,6 +40,9 @@ DEPS_LISTS := qemu/host-packages $(wildcard tools/deps.txt packaging/host-packag
 
 deps:
 	@qemu/lib/deps $(DEPS_LISTS)
+
+deps-check:
+	@qemu/lib/deps --check $(DEPS_LISTS)
 
 -include tools/tools.mk
 -include packaging/deb.mk
