@@ -2,8 +2,9 @@
 #
 #   make deps      install what the build machine lacks (apt-get; once)
 #                  (make deps-check: what it lacks, in one list; installs nothing)
-#   make matrix    the sector_size acceptance matrix on every rig kernel
-#                  (KERNEL=PATH: on a kernel build tree of yours; Documentation/qemu-rig.rst)
+#   make matrix    the sector_size acceptance matrix on every rig kernel, with the
+#                  bare tool (KERNEL=PATH: on a kernel build tree of yours;
+#                  Documentation/qemu-rig.rst); make matrix-check: with the packages, judged
 #   make check     everything CI runs, stage by stage with the time of each (below)
 #   make kmod      build dm-crypt-lbs.ko for every rig kernel
 #   make engine    build the emulated offload engine (tests/engine/, test-only)
@@ -104,13 +105,27 @@ bench bench-smoke: $(GUEST_TOOLS)
 # make matrix KERNEL=PATH: the matrix on a kernel build tree someone built (arm64
 # or amd64): its .config is read, and refused when it lacks what the rig needs,
 # before anything is built; ours is built against it by qemu/matrix.
-matrix: $(if $(KERNEL),matrix-tree deps,kmod) $(GUEST_TOOLS)
-	@qemu/matrix $(or $(KERNEL),$(KERNELS))
+# The matrix's guests run `lbscrypt matrix` and nothing else of the packages, so
+# make matrix builds the bare tool (MATRIX_TOOLS) for the architectures of the
+# kernels asked for (a tree's from its .config), and the guests get it even
+# where an earlier make deb left a package (LBS_GUEST_TOOL=binary, qemu/run).
+# make matrix-check (a stage of make check) boots the packages, as make check's
+# other guest stages do, and judges the results.
+MATRIX_ARCHS := $(if $(KERNEL),$(if $(shell grep -sx 'CONFIG_ARM64=y' $(KERNEL)/.config),arm64) \
+		$(if $(shell grep -sx 'CONFIG_X86_64=y' $(KERNEL)/.config),amd64), \
+	$(sort $(shell awk -v ks=' $(KERNELS) ' '!/^\#/ && NF && index(ks, " " $$1 " ") { print $$2 }' \
+		qemu/kernels.conf qemu/kernels-extra.conf qemu/kernels-debug.conf \
+		$(wildcard $(LBSCRYPT_CACHE)/kernels/trees.conf))))
+MATRIX_TOOLS := $(if $(filter amd64,$(MATRIX_ARCHS)),tools-bin) $(if $(filter arm64,$(MATRIX_ARCHS)),tools-arm64)
+MATRIX_DEPS := $(if $(KERNEL),matrix-tree deps,kmod)
+matrix: $(MATRIX_DEPS) $(MATRIX_TOOLS)
+	@LBS_GUEST_TOOL=binary qemu/matrix $(or $(KERNEL),$(KERNELS))
 
 matrix-tree:
 	@qemu/lib/kernel-tree $(KERNEL) >/dev/null
 
-matrix-check: matrix
+matrix-check: $(MATRIX_DEPS) $(GUEST_TOOLS)
+	@qemu/matrix $(or $(KERNEL),$(KERNELS))
 	@python3 tests/expected/matrix_judge.py $(BUILD)/matrix/results.json
 
 rig-test: kernels
