@@ -200,11 +200,11 @@ echo 0 >"$params/max_bounce_pages"
 ok "bounce pages: 4 jobs x 1 MiB writes iodepth 4 under max_bounce_pages=1 verified; peak $peak <= 1 + reserve $reserve; all returned on remove"
 
 # Each device takes its share of the bound, not the whole: two devices over a
-# null_blk whose writes complete after 200 ms (so encrypted writes pile up and
+# null_blk whose writes complete after 1 s (so encrypted writes pile up and
 # hold their pages), a bound of 8 reserves. One writing hard holds its share, 4,
 # while the other idles on its reserve; before the bound was shared, the writer
 # took all but the other's reserve, 7.
-if ! out=$(modprobe null_blk nr_devices=1 gb=1 memory_backed=1 bs=4096 irqmode=2 completion_nsec=200000000 2>&1); then
+if ! out=$(modprobe null_blk nr_devices=1 gb=1 memory_backed=1 bs=4096 irqmode=2 completion_nsec=1000000000 2>&1); then
 	fail "modprobe null_blk (a slow disk for the share test) failed: $out (the rig's kernels need CONFIG_BLK_DEV_NULL_BLK=m)"
 fi
 on_exit rmmod null_blk
