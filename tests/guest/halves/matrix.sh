@@ -4,7 +4,7 @@
 # matrix.sh [TARGET...]: the sector_size acceptance matrix, run by the tool: `lbscrypt matrix --json` loads
 # one crypt table per sector_size spelling over a throwaway dm zero device, for each
 # target named on the command line (default: crypt), and reports what the kernel did
-# with it beside what lbscrypt's predict() says (Documentation/lbscrypt.rst, matrix).
+# with it beside what lbscrypt's predict() says (Documentation/lbscrypt-matrix.rst).
 # One record per cell (read by qemu/matrix and qemu/lib/matrix.py):
 #   MATRIX <tab> <the tool's JSON record>
 # and, first, the version each target reports in `dmsetup targets`, from which
