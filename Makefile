@@ -1,8 +1,10 @@
 # lbscrypt: entry points. See README.md and Documentation/testing.rst.
 #
 #   make deps      install what the build machine lacks (apt-get; once)
-#   make matrix    the sector_size acceptance matrix on every rig kernel
-#                  (KERNEL=PATH: on a kernel build tree of yours; Documentation/qemu-rig.rst)
+#                  (make deps-check: what it lacks, in one list; installs nothing)
+#   make matrix    the sector_size acceptance matrix on every rig kernel, with the
+#                  bare tool (KERNEL=PATH: on a kernel build tree of yours;
+#                  Documentation/qemu-rig.rst); make matrix-check: with the packages, judged
 #   make check     everything CI runs, stage by stage with the time of each (below)
 #   make kmod      build dm-crypt-lbs.ko for every rig kernel
 #   make engine    build the emulated offload engine (tests/engine/, test-only)
@@ -30,7 +32,7 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all deps kernels kmod engine matrix-tree matrix-tree-check newest-kernel-check bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
+.PHONY: all deps deps-check kernels kmod engine matrix-tree matrix-tree-check newest-kernel-check bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
@@ -39,6 +41,9 @@ DEPS_LISTS := qemu/host-packages $(wildcard tools/deps.txt packaging/host-packag
 
 deps:
 	@qemu/lib/deps $(DEPS_LISTS)
+
+deps-check:
+	@qemu/lib/deps --check $(DEPS_LISTS)
 
 -include tools/tools.mk
 -include packaging/deb.mk
@@ -86,7 +91,7 @@ cryptsetup-tests: deps $(GUEST_TOOLS)
 stacking: deps $(GUEST_TOOLS)
 	@qemu/lib/kernel arm64-64k-debug >/dev/null && qemu/lib/build-kmod arm64-64k-debug >/dev/null
 	@mkdir -p $(BUILD)/stacking && set -o pipefail && \
-		qemu/run arm64-64k-debug --module lbscrypt --timeout 1800 -- bash /lbs/tests/guest/suite.sh stacking \
+		qemu/run arm64-64k-debug --module lbscrypt --timeout 1800 -- bash /lbs/tests/guest/common/suite.sh stacking \
 		| tee $(BUILD)/stacking/arm64-64k-debug.log
 
 bench-smoke: kmod engine
@@ -100,13 +105,27 @@ bench bench-smoke: $(GUEST_TOOLS)
 # make matrix KERNEL=PATH: the matrix on a kernel build tree someone built (arm64
 # or amd64): its .config is read, and refused when it lacks what the rig needs,
 # before anything is built; ours is built against it by qemu/matrix.
-matrix: $(if $(KERNEL),matrix-tree deps,kmod) $(GUEST_TOOLS)
-	@qemu/matrix $(or $(KERNEL),$(KERNELS))
+# The matrix's guests run `lbscrypt matrix` and nothing else of the packages, so
+# make matrix builds the bare tool (MATRIX_TOOLS) for the architectures of the
+# kernels asked for (a tree's from its .config), and the guests get it even
+# where an earlier make deb left a package (LBS_GUEST_TOOL=binary, qemu/run).
+# make matrix-check (a stage of make check) boots the packages, as make check's
+# other guest stages do, and judges the results.
+MATRIX_ARCHS := $(if $(KERNEL),$(if $(shell grep -sx 'CONFIG_ARM64=y' $(KERNEL)/.config),arm64) \
+		$(if $(shell grep -sx 'CONFIG_X86_64=y' $(KERNEL)/.config),amd64), \
+	$(sort $(shell awk -v ks=' $(KERNELS) ' '!/^\#/ && NF && index(ks, " " $$1 " ") { print $$2 }' \
+		qemu/kernels.conf qemu/kernels-extra.conf qemu/kernels-debug.conf \
+		$(wildcard $(LBSCRYPT_CACHE)/kernels/trees.conf))))
+MATRIX_TOOLS := $(if $(filter amd64,$(MATRIX_ARCHS)),tools-bin) $(if $(filter arm64,$(MATRIX_ARCHS)),tools-arm64)
+MATRIX_DEPS := $(if $(KERNEL),matrix-tree deps,kmod)
+matrix: $(MATRIX_DEPS) $(MATRIX_TOOLS)
+	@LBS_GUEST_TOOL=binary qemu/matrix $(or $(KERNEL),$(KERNELS))
 
 matrix-tree:
 	@qemu/lib/kernel-tree $(KERNEL) >/dev/null
 
-matrix-check: matrix
+matrix-check: $(MATRIX_DEPS) $(GUEST_TOOLS)
+	@qemu/matrix $(or $(KERNEL),$(KERNELS))
 	@python3 tests/expected/matrix_judge.py $(BUILD)/matrix/results.json
 
 rig-test: kernels
@@ -163,7 +182,7 @@ tools-fuzz: tools-asan-build
 		--json $(BUILD)/argfuzz.json
 
 SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init qemu/rootfs/systemd/lbs-command \
-	$(wildcard tests/guest/*.sh bench/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/qemu-run-test tests/fetch-check \
+	$(wildcard tests/guest/*.sh tests/guest/common/*.sh tests/guest/halves/*.sh bench/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/qemu-run-test tests/fetch-check \
 		tests/rig-helpers-test tests/matrix-tree-check tests/newest-kernel-check tests/zoned-nvme-check tests/relabel-check tests/dkms-check tests/deb-check tests/man-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
 		tools/cmake/manpage.sh tools/initramfs/hook tools/initramfs/local-top tools/initramfs/local-block kmod/dkms-kernel-hook) .ci/run
 

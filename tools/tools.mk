@@ -2,7 +2,9 @@
 # own: `make -f tools/tools.mk TARGET` from the repository root.
 #
 #   tools-configure  host build's CMake configuration (its compile_commands.json)
-#   tools        host build: build/tools/host/lbscrypt
+#   tools        host build: build/tools/host/lbscrypt and the unit tests
+#   tools-bin    host build of build/tools/host/lbscrypt alone (make matrix's
+#                amd64 guests)
 #   tools-test   host build + unit tests (ctest), no guest
 #   tools-asan   ASan + UBSan build of the unit tests in build/tools/asan + ctest
 #                (tools-asan-build: the build alone)
@@ -22,13 +24,16 @@ TOOLS_SOURCES = $(shell find tools/include tools/src tests/unit -name '*.hpp' -o
 TOOLS_TIDY_DIRS ?= tools/src tests/unit
 TOOLS_TIDY_SOURCES = $(shell find $(TOOLS_TIDY_DIRS) -name '*.cpp')
 
-.PHONY: tools tools-configure tools-test tools-asan-build tools-asan tools-format tools-lint tools-arm64
+.PHONY: tools tools-bin tools-configure tools-test tools-asan-build tools-asan tools-format tools-lint tools-arm64
 
 tools-configure:
 	@cmake -S $(TOOLS_SRC_DIR) -B $(TOOLS_BUILD_DIR)/host -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLBSCRYPT_UNITY=OFF $(TOOLS_CMAKE_FLAGS) >/dev/null
 
 tools: tools-configure
 	@cmake --build $(TOOLS_BUILD_DIR)/host -j $(TOOLS_JOBS)
+
+tools-bin: tools-configure
+	@cmake --build $(TOOLS_BUILD_DIR)/host -j $(TOOLS_JOBS) --target lbscrypt
 
 tools-test: tools
 	@ctest --test-dir $(TOOLS_BUILD_DIR)/host --output-on-failure -j $(TOOLS_JOBS)

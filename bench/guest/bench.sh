@@ -26,8 +26,8 @@
 # in milliseconds per MiB moved.
 # A measurement that fails stops the run with a FAIL line saying which.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/../../tests/guest/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../../tests/guest/common/lib.sh"
 
 reps=5 runtime=3 limit_ms=1000 ciphers="cpu engine"
 sizes="512 4096 $(page_size)"

@@ -47,8 +47,8 @@
 # case "online-key-65536-old-design": the same writers, key A -> C back.
 # A step that fails stops the run with a FAIL line saying which.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/../../tests/guest/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../../tests/guest/common/lib.sh"
 
 mib=256 reps=3 hotzone='' old_tool=''
 while [ $# -gt 0 ]; do

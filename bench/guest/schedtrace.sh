@@ -14,8 +14,8 @@
 #   SCHED-RUN <variant> <rep> <MiB/s> <MiB moved>
 # then the trace's lines as "SCHED-TRACE <variant> <rep> <line>".
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/../../tests/guest/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../../tests/guest/common/lib.sh"
 
 runtime=3 job=randwrite reps=1
 while [ $# -gt 0 ]; do

@@ -3,7 +3,7 @@
 and print the table (make matrix). Judging them against the rules of
 tests/expected/matrix.tsv is tests/expected/matrix_judge.py's (make matrix-check).
 
-A MATRIX line carries one JSON record of `lbscrypt matrix --json` (tests/guest/matrix.sh);
+A MATRIX line carries one JSON record of `lbscrypt matrix --json` (tests/guest/halves/matrix.sh);
 the tab-separated fields of the shell loop that preceded it are still read:
   MATRIX <target> <arg> <outcome> <recorded> <logical_block_size> <version> <error>
 Each kernel's raw files, written by qemu/matrix: NAME.meta (kernel, arch, page size,

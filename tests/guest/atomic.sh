@@ -21,8 +21,8 @@
 # - an atomic write one unit larger than announced is refused (EINVAL).
 # atomic_pwrite is built static for the guest by qemu/lib/guest-bin.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 prog=/lbs/bin/atomic_pwrite
 key=$(test_key 64)

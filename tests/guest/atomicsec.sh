@@ -33,11 +33,11 @@
 # lbscrypt` or `both` (ours as crypt_lbs or crypt), scsi_debug and lbscrypt.
 # Debian's arm64 kernels are built without scsi_debug: qemu/lib/scsi-debug
 # builds it from the kernel's own source (cached), the runner hands it to the
-# guest and tests/guest/scsi-debug-module.sh (run by suite.sh before the
+# guest and tests/guest/common/scsi-debug-module.sh (run by suite.sh before the
 # tests) puts it where modprobe finds it.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 key=$(test_key 64)
 opts=/sys/bus/pseudo/drivers/scsi_debug/opts

@@ -23,8 +23,8 @@
 # sector_size above the bound or with trailing characters; a length that is
 # not a multiple of sector_size.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 len=2048	# 1 MiB

@@ -6,7 +6,10 @@
 #   arm64-16k Debian's 6.12 arm64 build
 # FULL-KERNELS: all
 # LIMIT: 180 many cases, many process starts
-# NEEDS: none
+# NEEDS: cryptd
+# MAY-LACK: cryptd arm64-16k arm64-4k arm64-4k-6.1
+#   Debian's arm64 kernels are built without CONFIG_CRYPTO_CRYPTD: the
+#   asynchronous case is skipped there
 # ORDER: 10
 #
 # compat.sh: dm-crypt-lbs is byte-compatible with the stock dm_crypt. Needs `--module both` (stock as crypt, ours as
@@ -33,8 +36,8 @@
 # (cryptd a module) and on arm64-64k, whose fragment enables cryptd so that the
 # asynchronous path meets 64 KiB sectors.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 seg=$((32 << 10))
@@ -64,7 +67,7 @@ async_spec=$(cryptd_spec crypt "$dev" "$key64")
 cryptd=1
 if [ -z "$async_spec" ]; then
 	cryptd=0
-	printf 'LBS-SKIP compat: the asynchronous case: the stock target cannot load cryptd(xts) on this kernel (no CONFIG_CRYPTO_CRYPTD, as in the Debian arm64 kernels)\n'
+	skip_lacking cryptd "the asynchronous case" "the stock target cannot load cryptd(xts)"
 fi
 
 chunk=/tmp/compat.chunk

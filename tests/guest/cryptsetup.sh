@@ -18,8 +18,8 @@
 # printed as REFERENCE lines; the host checks them against the reference model,
 # which reference.sh checks against the stock target's own ciphertext.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 bytes=$((256 << 10))

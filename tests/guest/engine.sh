@@ -33,8 +33,8 @@
 # At error_rate_ppm=300000 fio sees exactly the errors the engine injected, and
 # those must be 30 to 90 of the 200 (about 60 expected).
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 ko=$LBS_ENGINE_KO
 drv='lbs-engine-xts-aes'

@@ -16,8 +16,8 @@
 # unmounted, the mapping removed and loaded again, mounted again: the checksums
 # are equal and e2fsck finds nothing.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 len=$((32 << 11))	# 32 MiB

@@ -6,7 +6,10 @@
 #   arm64-16k Debian's 6.12 arm64 build
 # FULL-KERNELS: all
 # LIMIT: 300 two jobs per sector size, twice
-# NEEDS: none
+# NEEDS: cryptd
+# MAY-LACK: cryptd arm64-16k arm64-4k arm64-4k-6.1
+#   Debian's arm64 kernels are built without CONFIG_CRYPTO_CRYPTD: the
+#   asynchronous case is skipped there
 # ORDER: 90
 #
 # fio.sh: data integrity under concurrent direct I/O at every sector size this
@@ -21,8 +24,8 @@
 # Then the same through an asynchronous cipher (lib.sh: cryptd_spec) at the
 # largest size; skipped (LBS-SKIP) where the kernel has no cryptd.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 len=$((4 << 11))	# 4 MiB
@@ -83,7 +86,7 @@ if [ -n "$async_spec" ]; then
 	dm_remove lbs-fio
 	ok "async ss=$ss: fio randrw through $async_spec, crc32c verified"
 else
-	printf 'LBS-SKIP fio: the asynchronous case: no cryptd on this kernel (cryptd(xts) does not load)\n'
+	skip_lacking cryptd "the asynchronous case" "cryptd(xts) does not load"
 fi
 
 # the control: another key must make the verification fail

@@ -7,6 +7,9 @@
 # FULL-KERNELS: all
 # LIMIT: 480 37 cipher cases, fio under a bounce bound, a race
 # NEEDS: null_blk cryptd
+# MAY-LACK: cryptd arm64-16k arm64-4k arm64-4k-6.1
+#   Debian's arm64 kernels are built without CONFIG_CRYPTO_CRYPTD: the
+#   asynchronous case is skipped there
 # ORDER: 130
 #
 # hardening.sh: the regression tests of the hardening fixes.
@@ -37,8 +40,8 @@
 # in the detail. Without cryptd (Debian's arm64 kernels) the writer-thread case
 # of 2 is skipped (LBS-SKIP).
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 k64=$(test_key 64)
@@ -161,7 +164,7 @@ if [ -n "$async_spec" ]; then
 	dm_remove lbs-h
 	ok "asynchronous cipher $async_spec: fio randwrite 64k iodepth 16 x2, crc32c verified (writes submitted by the writer thread)"
 else
-	printf 'LBS-SKIP hardening: the writer thread under an asynchronous cipher: cryptd(xts) does not load here (no CONFIG_CRYPTO_CRYPTD, as in the Debian arm64 kernels)\n'
+	skip_lacking cryptd "the writer thread under an asynchronous cipher" "cryptd(xts) does not load"
 fi
 
 # --- 3. bounce memory --------------------------------------------------------------
@@ -197,11 +200,11 @@ echo 0 >"$params/max_bounce_pages"
 ok "bounce pages: 4 jobs x 1 MiB writes iodepth 4 under max_bounce_pages=1 verified; peak $peak <= 1 + reserve $reserve; all returned on remove"
 
 # Each device takes its share of the bound, not the whole: two devices over a
-# null_blk whose writes complete after 200 ms (so encrypted writes pile up and
+# null_blk whose writes complete after 1 s (so encrypted writes pile up and
 # hold their pages), a bound of 8 reserves. One writing hard holds its share, 4,
 # while the other idles on its reserve; before the bound was shared, the writer
 # took all but the other's reserve, 7.
-if ! out=$(modprobe null_blk nr_devices=1 gb=1 memory_backed=1 bs=4096 irqmode=2 completion_nsec=200000000 2>&1); then
+if ! out=$(modprobe null_blk nr_devices=1 gb=1 memory_backed=1 bs=4096 irqmode=2 completion_nsec=1000000000 2>&1); then
 	fail "modprobe null_blk (a slow disk for the share test) failed: $out (the rig's kernels need CONFIG_BLK_DEV_NULL_BLK=m)"
 fi
 on_exit rmmod null_blk

@@ -37,8 +37,8 @@
 # A format stock's cryptsetup cannot make on this kernel (not supported, not
 # available, unknown) is skipped (LBS-SKIP) with cryptsetup's line.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 name="lbs-luks"

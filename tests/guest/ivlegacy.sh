@@ -27,8 +27,8 @@
 # without md5 (lmk) or crc32 (tcw) stock cannot load the table: the case is
 # skipped (LBS-SKIP). reference.sh checks elephant's bytes at every size.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 bytes=$((64 << 10))

@@ -20,8 +20,8 @@
 # The keys are loaded with keyctl padd; the refused references: a key that does
 # not exist (ENOKEY, as dm-crypt), one of another size, an unknown key type.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 command -v keyctl >/dev/null || fail "keyctl is missing from the guest (qemu/rootfs/packages: keyutils)"
 dev=/dev/ram0

@@ -49,8 +49,8 @@
 # The torn half is skipped (LBS-SKIP) where the sector is 4096: a 4096-byte
 # unit cannot tear it.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 replayer=/lbs/bin/logreplay load=/lbs/bin/lwload
 for p in "$replayer" "$load"; do

@@ -48,8 +48,8 @@
 # Documentation/dm-crypt-lbs.rst lists, each counted by name) and prints the
 # counts. This script fails on any difference in what both loaded.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 ko=/lbs/files/dm-crypt-ref.ko
 dev=/dev/ram0

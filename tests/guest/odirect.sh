@@ -18,8 +18,8 @@
 # without O_DIRECT); the same I/O from an aligned buffer works (a control); the device's
 # data is unchanged and the kernel logs no I/O error.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 len=2048	# 1 MiB

@@ -30,8 +30,8 @@
 # Fails when the block is missing, a command is neither run nor skipped by a
 # rule, a command fails, or its output differs from the README's (a diff).
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 readme=/lbs/files/README.md
 readme_disk=/dev/sdb1

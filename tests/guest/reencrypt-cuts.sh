@@ -64,10 +64,10 @@
 # same plaintext before the run, resumed, after it) and a total with the
 # controls that failed as they must. Measured runs: results/make-check.md.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
-# shellcheck source=tests/guest/reencrypt-replay.sh
-. "$(dirname "$0")/reencrypt-replay.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
+# shellcheck source=tests/guest/common/reencrypt-replay.sh
+. "$(dirname "$0")/common/reencrypt-replay.sh"
 
 cuts_ready
 [ "$(bound)" -ge 65536 ] || fail "the page here is $(page_size) bytes: the 65536 conversions need 64K pages"

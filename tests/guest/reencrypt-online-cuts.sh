@@ -60,10 +60,10 @@
 # log's counts), the points checked by phase and the records compared, the
 # control, a total. Measured runs: results/make-check.md.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
-# shellcheck source=tests/guest/reencrypt-replay.sh
-. "$(dirname "$0")/reencrypt-replay.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
+# shellcheck source=tests/guest/common/reencrypt-replay.sh
+. "$(dirname "$0")/common/reencrypt-replay.sh"
 
 cuts_ready
 command -v fio >/dev/null || fail "no fio in the guest"

@@ -34,8 +34,8 @@
 #   read the journal: the same as above (EIO in the hotzone, NAME live).
 #   The state disk put back, --resume finishes.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 name="lbs-failsafe"

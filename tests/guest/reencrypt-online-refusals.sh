@@ -28,8 +28,8 @@
 # run finishes: one crypt line at 65536 with the new key, the files intact,
 # e2fsck clean.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 name="lbs-refuse"

@@ -33,8 +33,8 @@
 #   No timing: the run is held where the kill must land by holding I/O it does
 #   (the state filesystem frozen, its private mappings suspended; see the case).
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 name="lbs-online"

@@ -26,8 +26,8 @@
 #   whole again and remounted (it shows the state of the switch): --resume is
 #   refused, the device's sha256 unchanged.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 command -v lbscrypt >/dev/null || fail "no lbscrypt in the guest (build it: make -f tools/tools.mk tools-arm64)"
 [ "$(target_version crypt)" = v1.30.0 ] || fail "crypt is $(target_version crypt), expected ours v1.30.0"

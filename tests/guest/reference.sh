@@ -28,8 +28,8 @@
 # or CBC chain per encryption sector, the IV counting 512-byte sectors (or
 # sector_size units with iv_large_sectors), iv_offset included.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 seg=$((256 << 10))

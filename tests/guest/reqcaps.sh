@@ -23,8 +23,8 @@
 #   through: 32 KiB on 64K pages gives one 64 KiB request each.
 # Stock on 6.1 has no caps: its count is printed, not judged.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 mib=$((1 << 20))

@@ -39,8 +39,8 @@
 # cell. tests/stacking-table makes the rst table from stacking.tsv, and
 # tests/lint-docs checks that lbscrypt.rst holds that table.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 cells=$(dirname "$0")/stacking.tsv
 [ -f "$cells" ] || fail "no $cells: the cells this test checks"

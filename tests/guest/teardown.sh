@@ -28,8 +28,8 @@
 # lockdep; it cannot prove the race absent. make harden's runs:
 # results/harden.rst.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 cycles=${LBS_TEARDOWN_CYCLES:-12}
 # the first cycle's number (its fio seed and which change it makes): a long run

@@ -25,8 +25,8 @@
 #   at 65536 is above that at 4096 (16 times fewer requests for the same bytes);
 #   on 7.x, whose AF_ALG serves no asynchronous driver, a one-line refusal instead.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 ko=$LBS_ENGINE_KO
 drv='lbs-engine-xts-aes'

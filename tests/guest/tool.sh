@@ -35,8 +35,8 @@
 # close of a mapping in use exits as cryptsetup's does (non-zero) and leaves
 # it; overflowing numbers are refused like negative ones.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 bytes=$((1 << 20))

@@ -19,8 +19,8 @@
 # - on every kernel: the refusal above 4096 happens, and `lbscrypt open` at 4096
 #   works through stock (the tool still serves the old target within its limits).
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 command -v lbscrypt >/dev/null || fail "no lbscrypt in the guest (build it: make -f tools/tools.mk tools tools-arm64)"

@@ -46,8 +46,8 @@
 # table (a 64K-page kernel), a table that is not the one the run makes;
 # tests/torn/torn_table_test.py (make rig-host-test) checks it on made-up tears.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 prog=/lbs/bin/torn replayer=/lbs/bin/logreplay
 [ -x "$prog" ] || fail "no $prog (qemu/lib/guest-bin builds tests/guest/bin)"

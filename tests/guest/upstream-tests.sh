@@ -19,8 +19,8 @@
 # mark on ours is a table ours refused. The whole list, stock beside ours, is
 # `make cryptsetup-tests`.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 tests=(fvault2-compat-test luks1-compat-test)
 v=$(target_version crypt)
@@ -32,7 +32,7 @@ tarballs=(/lbs/files/tests-*.tar)
 	fail "expected one cryptsetup tests tarball in /lbs/files (qemu/lib/cryptsetup-src), found ${#tarballs[@]}"
 
 out=/tmp/upstream-tests.out
-bash "$(dirname "$0")/cryptsetup-upstream.sh" "${tarballs[0]}" "${tests[@]}" >"$out" 2>&1 ||
+bash "$(dirname "$0")/halves/cryptsetup-upstream.sh" "${tarballs[0]}" "${tests[@]}" >"$out" 2>&1 ||
 	{ cat "$out"; fail "cryptsetup-upstream.sh ended with an error (its output above)"; }
 cat "$out"
 for t in "${tests[@]}"; do

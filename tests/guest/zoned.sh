@@ -34,8 +34,8 @@
 # The huge-page write is skipped (LBS-SKIP) where the kernel has no 2 MiB huge
 # pages.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 key=$(test_key 64)
 bytes=$((8 << 20))

@@ -5,7 +5,7 @@
     fuzz_judge.py --cases CASES --log GUEST-OUTPUT [--json OUT] [--ours crypt_lbs]
                   [--stock crypt]
 
-CASES is what qemu/lib/fuzz_tables.py wrote, GUEST-OUTPUT what tests/guest/fuzz.sh
+CASES is what qemu/lib/fuzz_tables.py wrote, GUEST-OUTPUT what tests/guest/halves/fuzz.sh
 printed (its CASE lines for ours and stock, and FUZZ-SUMMARY). The rules (as
 Documentation/dm-crypt-lbs.rst gives them):
 
@@ -26,7 +26,7 @@ Documentation/dm-crypt-lbs.rst gives them):
   truncates (num-lenient:); for messages: a key set with a key of another size is
   refused, and a refused key set keeps the old key (stock truncates or forgets);
   ours loads and stock refuses: never (a case with a sector size above 4096, flag
-  ss>4096, goes to stock with sector_size:4096 instead: tests/guest/fuzz.sh; its
+  ss>4096, goes to stock with sector_size:4096 instead: tests/guest/halves/fuzz.sh; its
   errnos and messages are compared, its bytes and table line are not);
 * messages: each step's errno as stock's; a refused message is EINVAL with a kernel
   message; key messages on a live device are refused; the data reads back after

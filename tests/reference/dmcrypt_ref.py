@@ -26,7 +26,7 @@ device-mapper/dm-crypt.rst and the behaviour of drivers/md/dm-crypt.c):
   through the inverse of diffuser A and the inverse of diffuser B (see
   `diffuser`).
 
-The plaintext (the same bytes as tests/guest/lib.sh `pattern`): 16-byte record i
+The plaintext (the same bytes as tests/guest/common/lib.sh `pattern`): 16-byte record i
 is i in lowercase hex, zero-padded to 15 digits, then a newline. The key (lib.sh
 `test_key`): bytes 0, 1, 2, ... of the cipher's key length.
 

@@ -1253,8 +1253,8 @@ TEST_CASE("cli reencrypt --active-name: online mode needs no environment variabl
           "[cli][reencrypt]") {
   // Online mode was refused unless LBSCRYPT_EXPERIMENTAL_ONLINE=1 until its guest test
   // (tests/guest/reencrypt-online.sh) had passed on a kernel. Now the command goes to the live
-  // mapping and checks it against the parameters given: lbscrypt.rst, "Online": a difference
-  // is refused naming the field and both values, before a byte is written.
+  // mapping and checks it against the parameters given: lbscrypt-reencrypt.rst, "Online": a
+  // difference is refused naming the field and both values, before a byte is written.
   REQUIRE(std::getenv("LBSCRYPT_EXPERIMENTAL_ONLINE") == nullptr);
   Cli cli;
   cli.reencrypt.make_io = [](lbscrypt::Kernel &, const std::string &) {

@@ -11,8 +11,8 @@
 #   HANDOVER-SUMS SHA256-OF-ONE'S-DATA,SHA256-OF-TWO'S-DATA
 # for the second boot to check. Needs a 64K-page kernel.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 [ $# -eq 1 ] || fail "usage: handover-write.sh TOKEN"
 token=$1

@@ -1,4 +1,6 @@
 # shellcheck shell=bash
+# DESCRIPTION: what the power-cut tests of lbscrypt reencrypt share (sourced after lib.sh)
+#
 # The variables it reads are the caller's, and those it sets are the caller's to read:
 # shellcheck disable=SC2154,SC2034
 # reencrypt-replay.sh: what the power-cut tests of `lbscrypt reencrypt`

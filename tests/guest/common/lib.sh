@@ -1,10 +1,44 @@
 # shellcheck shell=bash
-# Shared helpers of the guest tests (run inside a rig guest by qemu/run).
-# Source it after `set -euo pipefail`. It prints the environment first, as every
-# guest log must start with uname -r and dmsetup targets.
+# DESCRIPTION: the helpers every guest test sources (the framework's API)
+#
+# common/lib.sh: the shared helpers of the guest tests (run inside a rig guest
+# by qemu/run), and of the guest halves and bench/guest's scripts. Source it
+# after `set -euo pipefail`. It prints the environment first, as every guest
+# log must start with uname -r and dmsetup targets.
+#
+# The framework's API, what a test may call or read (each is described where
+# it is defined, below):
+#   verdicts   fail MSG, soft_fail MSG (LBS_FAILS counts them), ok MSG; a
+#              skipped case prints "LBS-SKIP <test>: <why>" (skip_lacking)
+#   needs      require WORD... (lib.sh runs it on the header's NEEDS when
+#              sourced), have_need WORD, skip_lacking WORD WHAT [WHY];
+#              need_met WORD and the checks under it: have_module NAME,
+#              have_program NAME, have_file PATTERN, have_fs NAME
+#              (LBS_NEED_WHY: what is missing)
+#   cleanup    on_exit CMD..., dm_remove NAME, unload_engine, stop_fio
+#              (fio_pid), loop_attach VAR FILE, state_fs DIR SIZE
+#   devices    dm_blkdev, target_version, ti_error, refuses_einval, lbsize,
+#              io_bs, sha_of, put, raw_views, seg_sums, scsi_debug_disk
+#              (SD_DISK), page_size, bound, sizes_upto
+#   data       test_key, test_key_file, pattern, plain_fill
+#   fio        fio_clean, fio_ok, bench_job, fio_bytes
+#   engine     load_engine [PARAM=VALUE...], LBS_ENGINE_KO
+#   ciphers    cryptd_spec
+#   reencrypt  run_alive, run_wait_until, reenc_private, reenc_both_private,
+#              run_in_io_on (RUN_PID, RUN_LOG: the test's)
+#   the test   LBS_TEST (its name, as FAIL lines give it; LBS_TEST_NAME
+#              before sourcing names a wrapper's)
+# The rest (LBS_CLEANUPS, LBS_ENGINE_LOADED, LBS_LACKING, LBS_LACK_SAID,
+# LBS_TEST_FILE, lbs_*) is the framework's own: a test neither calls nor sets
+# it. A helper only some tests share goes into a file of its own here
+# (reencrypt-replay.sh).
 
 LBS_TEST=${LBS_TEST_NAME:-${0##*/}}	# a wrapper names the test it runs as
+LBS_TEST_FILE=$LBS_TEST	# the file whose header says its needs (no process: TCG)
+[[ $0 != */* ]] || LBS_TEST_FILE=${0%/*}/$LBS_TEST
 LBS_CLEANUPS=()
+LBS_LACKING=()	# the needs this test runs without (MAY-LACK here)
+LBS_LACK_SAID=()	# those skip_lacking reported a skip for
 LBS_ENGINE_LOADED=0	# load_engine ran: unload it after the cleanups
 
 # fail MSG: say what was checked and why it failed, with a call trace, clean up, exit 1.
@@ -31,6 +65,8 @@ soft_fail() {
 	LBS_FAILS=$((LBS_FAILS + 1))
 }
 
+# lbs_run_cleanups: the EXIT trap: the cleanups, last first, then the engine;
+# a test with soft failures exits 1.
 lbs_run_cleanups() {
 	local rc=$? i
 	for ((i = ${#LBS_CLEANUPS[@]} - 1; i >= 0; i--)); do
@@ -41,6 +77,14 @@ lbs_run_cleanups() {
 		printf 'FAIL %s: %s failed checks\n' "$LBS_TEST" "$LBS_FAILS"
 		rc=1
 	fi
+	# a need this kernel may lack and lacks: the test must have said what it
+	# skipped for it, or the need was silently ignored
+	for i in "${LBS_LACKING[@]}"; do
+		[ "$rc" = 0 ] || break
+		[[ " ${LBS_LACK_SAID[*]} " == *" $i "* ]] && continue
+		printf 'FAIL %s: this kernel lacks %s (its NEEDS), and the test skipped nothing for it (skip_lacking)\n' "$LBS_TEST" "$i"
+		rc=1
+	done
 	exit "$rc"
 }
 trap lbs_run_cleanups EXIT
@@ -404,3 +448,160 @@ run_in_io_on() {
 	fd=$((arg0))
 	[ "$(stat -L -c '%t:%T' "/proc/$RUN_PID/fd/$fd" 2>/dev/null)" = "$want" ]
 }
+
+# ---- what a test needs: its header's NEEDS and MAY-LACK --------------------
+# A word of NEEDS the guest lacks fails the test before it starts, unless a
+# MAY-LACK line of its header ("# MAY-LACK: WORD SET") names this kernel: then
+# the test runs without it and says, for each case it leaves out, what it
+# skipped (skip_lacking: an LBS-SKIP line the runner lists). The words are
+# need_met's (tests/guest-headers check refuses any other). The checks start
+# no process where they need not: under TCG each start costs about 0.25 s.
+LBS_NEED_WHY=''	# what the last check that failed found missing
+
+# have_module NAME: the kernel has module NAME, loaded, built in or to load
+# (modprobe --dry-run loads nothing: a test loads it with its own parameters).
+have_module() {
+	[ -d "/sys/module/${1//-/_}" ] && return 0
+	modprobe -n -q "$1" 2>/dev/null && return 0
+	LBS_NEED_WHY="no module $1: not built for $(uname -r), nor built in"
+	return 1
+}
+# have_program NAME: NAME is on PATH.
+have_program() {
+	command -v "$1" >/dev/null && return 0
+	LBS_NEED_WHY="no program $1 on the guest's PATH"
+	return 1
+}
+# have_file PATTERN: a file matches PATTERN (a path, or a glob).
+have_file() {
+	compgen -G "$1" >/dev/null && return 0
+	LBS_NEED_WHY="no $1"
+	return 1
+}
+# have_fs NAME: the kernel has filesystem NAME (built in, or as a module).
+have_fs() {
+	grep -qw "$1" /proc/filesystems && return 0
+	have_module "$1" || { LBS_NEED_WHY="no filesystem $1 in the kernel"; return 1; }
+}
+
+# need_met WORD: the guest has what the NEEDS word WORD names; when not,
+# LBS_NEED_WHY says what is missing. One word an arm: tests/guest-headers reads
+# the words from here.
+need_met() {
+	local t=/sys/kernel/tracing d=/sys/kernel/debug
+	LBS_NEED_WHY=''
+	case $1 in
+	tool) have_program lbscrypt ;;	# make deb, or make -f tools/tools.mk tools tools-arm64
+	engine) have_file "$LBS_ENGINE_KO" ;;	# the emulated engine (qemu/lib/build-engine)
+	scsi_debug) have_module scsi_debug ;;	# suite.sh installs the runner's build where a kernel lacks it
+	mainline-ref) have_file /lbs/files/dm-crypt-ref.ko ;;	# the v2 reference the runner builds
+	cryptsetup-src) have_file '/lbs/files/tests-*.tar' ;;	# cryptsetup's tests, packed by the runner
+	readme) have_file /lbs/files/README.md ;;	# README.md, handed over by the runner
+	null_blk) have_module null_blk ;;
+	cryptd) have_module cryptd ;;	# (CONFIG_CRYPTO_CRYPTD; Debian's arm64 kernels lack it)
+	dm-integrity) have_module dm-integrity ;;
+	dm-log-writes) have_module dm-log-writes ;;
+	loop) have_module loop ;;
+	btrfs) have_fs btrfs && have_program mkfs.btrfs ;;
+	xfs) have_fs xfs && have_program mkfs.xfs ;;
+	lvm) have_program lvm ;;
+	keyutils) have_program keyctl ;;
+	ftrace)	# the function tracer (CONFIG_FUNCTION_TRACER)
+		[ -d "$t/events" ] || mount -t tracefs nodev "$t" 2>/dev/null || true
+		have_file "$t/set_ftrace_filter" ;;
+	debug-kernel)	# kmemleak and fault injection: arm64-64k-debug
+		[ -d "$d/failslab" ] || mount -t debugfs nodev "$d" 2>/dev/null || true
+		have_file "$d/kmemleak" && have_file "$d/failslab" && have_file "$d/fail_page_alloc" ;;
+	*)
+		LBS_NEED_WHY="'$1' is no NEEDS word (common/lib.sh, need_met)"
+		return 1
+		;;
+	esac
+}
+
+# lbs_header FIELD: the values of FIELD in the test's header (the comment
+# lines after the shebang), a line each.
+lbs_header() {
+	local line n=0 f="# $1: "
+	[ -f "$LBS_TEST_FILE" ] || return 0
+	while IFS= read -r line; do
+		n=$((n + 1))
+		[ "$n" != 1 ] || continue
+		[[ $line == '#'* ]] || break
+		[[ $line != "$f"* ]] || printf '%s\n' "${line#"$f"}"
+	done <"$LBS_TEST_FILE"
+}
+# lbs_kernel: this guest's kernel id (qemu/run writes it to /lbs/env).
+lbs_kernel() {
+	local var value
+	[ -f /lbs/env ] || return 0
+	while IFS='=' read -r var value; do
+		[ "$var" != LBS_KERNEL ] || printf '%s\n' "$value"
+	done </lbs/env
+}
+# lbs_set_has WORD KERNEL PAGE: a word of a SET (tests/README) names the kernel.
+lbs_set_has() {
+	case $1 in
+	all) return 0 ;;
+	none) return 1 ;;
+	page\<*) [ "$3" -lt "${1#page<}" ] ;;
+	page\>*) [ "$3" -gt "${1#page>}" ] ;;
+	page=*) [ "$3" -eq "${1#page=}" ] ;;
+	*) [ "$1" = "$2" ] ;;
+	esac
+}
+# lbs_may_lack WORD: a MAY-LACK line of the header lets this kernel lack WORD
+# (a word of its SET names the kernel, and no -word does).
+lbs_may_lack() {
+	local kernel page word set w plus minus
+	kernel=$(lbs_kernel)
+	page=$(page_size)
+	while read -r word set; do
+		[ "$word" = "$1" ] || continue
+		plus=0 minus=0
+		for w in $set; do
+			if [ "${w#-}" != "$w" ]; then
+				! lbs_set_has "${w#-}" "$kernel" "$page" || minus=1
+			else
+				! lbs_set_has "$w" "$kernel" "$page" || plus=1
+			fi
+		done
+		[ "$plus" = 0 ] || [ "$minus" = 1 ] || return 0
+	done < <(lbs_header MAY-LACK)
+	return 1
+}
+
+# require WORD...: the guest has each WORD (need_met). One it lacks fails the
+# test, unless its header's MAY-LACK names this kernel for it: then the test
+# goes on without it (have_need WORD is false), and must say what it skips for
+# it (skip_lacking) or fail at its end. lib.sh runs it on the header's NEEDS.
+require() {
+	local word
+	for word in "$@"; do
+		[ "$word" != none ] || continue
+		need_met "$word" && continue
+		lbs_may_lack "$word" ||
+			fail "it needs $word: $LBS_NEED_WHY (on $(lbs_kernel), where no MAY-LACK of its header lets it lack $word)"
+		LBS_LACKING+=("$word")
+	done
+}
+# have_need WORD: the guest has WORD, a need of the header (false only where
+# its MAY-LACK let require go on without it).
+have_need() {
+	[[ " ${LBS_LACKING[*]} " != *" $1 "* ]]
+}
+# skip_lacking WORD WHAT [WHY]: the case WHAT is left out, for it needs WORD,
+# which the guest lacks (WHY: what shows it). An LBS-SKIP line where the
+# header's MAY-LACK names this kernel for WORD; elsewhere the test fails.
+skip_lacking() {
+	local why=${3:-$LBS_NEED_WHY}
+	[[ " $(lbs_header NEEDS) " == *" $1 "* ]] || fail "skip_lacking $1: its header's NEEDS does not name $1"
+	lbs_may_lack "$1" ||
+		fail "$2: this kernel lacks $1${why:+ ($why)}, and no MAY-LACK of its header lets $(lbs_kernel) lack it"
+	printf 'LBS-SKIP %s: %s: this kernel lacks %s%s\n' "${LBS_TEST%.sh}" "$2" "$1" "${why:+ ($why)}"
+	LBS_LACK_SAID+=("$1")
+}
+
+# the needs of the test's header, before the test begins
+# shellcheck disable=SC2046 # the header's words
+require $(lbs_header NEEDS)

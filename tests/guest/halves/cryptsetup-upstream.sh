@@ -19,8 +19,8 @@
 # SHA-256 rounds to open).
 # This script does not judge stock against ours; the host does.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 [ $# -ge 2 ] || fail "usage: cryptsetup-upstream.sh TARBALL [--subset] TEST..."
 tarball=$1
@@ -39,7 +39,7 @@ modprobe loop max_loop=16 2>/dev/null || true
 # sd_mod: a disk for the scsi_debug host compat-test loads (no udev here to load it)
 for m in dm-integrity dm-verity sd_mod; do modprobe "$m" 2>/dev/null || true; done
 # scsi_debug from the host where the kernel lacks it, for compat-test's modprobe
-bash "$(dirname "$0")/scsi-debug-module.sh"
+bash "$(dirname "$0")/../common/scsi-debug-module.sh"
 printf 'cryptsetup-upstream: %s; crypt is %s; tests from %s\n' \
 	"$(cryptsetup --version)" "$(target_version crypt)" "${tarball##*/}"
 

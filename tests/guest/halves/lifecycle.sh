@@ -1,12 +1,8 @@
 #!/usr/bin/env bash
 # DESCRIPTION: suspend, key cycles, remove and reload under load (make harden)
-# BOOT: both
-# KERNELS: none
-# FULL-KERNELS: none
 #   qemu/harden runs it on the debug kernel
 # LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
 # NEEDS: none
-# ORDER: 500
 #
 # lifecycle.sh: the device's life under load. For make harden; needs ours as crypt_lbs (`--module both`).
 # - suspend, key wipe, key set, resume, over and over while fio writes and
@@ -18,8 +14,8 @@
 #   meanwhile: a unit of another size is another ciphertext);
 # - the module cannot be unloaded while a device uses it.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 dev=/dev/ram0
 key=$(test_key 64)

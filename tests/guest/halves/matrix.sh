@@ -1,8 +1,10 @@
 #!/bin/bash
-# The sector_size acceptance matrix, run by the tool: `lbscrypt matrix --json` loads
+# DESCRIPTION: the sector_size acceptance matrix in one guest, through lbscrypt matrix (the guest half of qemu/matrix: make matrix)
+#
+# matrix.sh [TARGET...]: the sector_size acceptance matrix, run by the tool: `lbscrypt matrix --json` loads
 # one crypt table per sector_size spelling over a throwaway dm zero device, for each
 # target named on the command line (default: crypt), and reports what the kernel did
-# with it beside what lbscrypt's predict() says (Documentation/lbscrypt.rst, matrix).
+# with it beside what lbscrypt's predict() says (Documentation/lbscrypt-matrix.rst).
 # One record per cell (read by qemu/matrix and qemu/lib/matrix.py):
 #   MATRIX <tab> <the tool's JSON record>
 # and, first, the version each target reports in `dmsetup targets`, from which
@@ -11,8 +13,8 @@
 # Cells where the kernel and predict() differ are reported here and kept in the
 # records ("agrees": false); `make matrix-check` fails on them.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 targets=("$@")
 [ $# -gt 0 ] || targets=(crypt)

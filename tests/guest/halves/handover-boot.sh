@@ -14,8 +14,8 @@
 # of lbsone, the data of both volumes; then writes /handed-over to lbsone for
 # the host to read back.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 [ $# -eq 2 ] || fail "usage: handover-boot.sh TOKEN SUMS"
 token=$1 sum_one=${2%%,*} sum_two=${2#*,}

@@ -8,7 +8,7 @@
 # tests/systemd-check); each volume's filesystem holds /token, "VOLUME TOKEN",
 # but lbsmidway's disk, mid-way through lbscrypt reencrypt (its registry entry
 # filed by lbs-midway.service), which must be refused; lbssealed's and
-# lbssealpass's keys are sealed to the guest's TPM (tests/guest/systemd-tpm.sh,
+# lbssealpass's keys are sealed to the guest's TPM (tests/guest/halves/systemd-tpm.sh,
 # run after this one, goes on with them).
 # Checks what the boot left, one line per check; then writes /written to lbsdata
 # (the host reads it back after the shutdown) and stops lbspass by hand.
@@ -18,8 +18,8 @@
 # when lbs-wantdisk.service asked for it; checks that lbscrypt@lbslate waited for
 # the disk and opened the volume once it came, and writes /written to lbslate.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 late=0
 if [ "${1:-}" = --late ]; then

@@ -1,12 +1,8 @@
 #!/usr/bin/env bash
 # DESCRIPTION: kmemleak finds nothing this module allocated and lost (make harden)
-# BOOT: both
-# KERNELS: none
-# FULL-KERNELS: none
 #   qemu/harden runs it last in each boot of the debug kernel
 # LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
 # NEEDS: debug-kernel
-# ORDER: 500
 #
 # leakscan.sh: kmemleak finds nothing this module allocated and lost. For make harden, last in each boot of the debug kernel (kmemleak):
 # removes every mapping of ours, unloads nothing, asks kmemleak for two scans
@@ -15,8 +11,8 @@
 # "LEAKS ours=N other=N". Other suspects are listed, not counted as ours: the
 # kernel under emulation reports a few of its own.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 dbg=/sys/kernel/debug
 [ -e "$dbg/kmemleak" ] || mount -t debugfs nodev "$dbg" 2>/dev/null || true

@@ -35,8 +35,8 @@
 #     through systemd-ask-password instead and an agent (askagent) answers; the
 #     volume opens and mounts with the host's token.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 [ $# -eq 1 ] || fail "usage: systemd-tpm.sh TOKEN"
 token=$1

@@ -14,8 +14,8 @@
 # Fails when dmfuzz did not get through a file, a device was left
 # behind, or the kernel logged a WARNING/BUG.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 [ $# -eq 2 ] || [ $# -eq 3 ] || fail "usage: fuzz.sh CASES DMFUZZ [both|ours|stock]"
 which=${3:-both}

@@ -1,12 +1,8 @@
 #!/usr/bin/env bash
 # DESCRIPTION: crypto failures lose nothing and leak nothing (make harden)
-# BOOT: both
-# KERNELS: none
-# FULL-KERNELS: none
 #   qemu/harden runs it on the debug kernel
 # LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
 # NEEDS: engine
-# ORDER: 500
 #
 # faults.sh: crypto failures lose nothing and leak nothing. For make harden; needs ours as crypt_lbs (`--module both`) and
 # the emulated engine (/lbs/kmod/lbs-engine.ko). The engine fails 10% of its
@@ -22,8 +18,8 @@
 # - after the faults stop, the device works: a full write and read back.
 # Prints "FAULTS injected=N" for make harden's summary.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 spec=capi:lbs-engine-xts-aes-plain64
 key=$(test_key 64)

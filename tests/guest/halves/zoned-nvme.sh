@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# DESCRIPTION: AEAD over a zoned NVMe namespace with separate metadata (the guest half of tests/zoned-nvme-check)
+#
 # zoned-nvme.sh: the guest half of tests/zoned-nvme-check (not a test the runner
 # schedules: the host must attach the disk). Needs ours as crypt (qemu/run
 # --module lbscrypt) and an NVMe namespace, /dev/nvme0n1, that is zoned
@@ -28,8 +30,8 @@
 # - a block read with another key fails (the tags are checked, not only
 #   stored).
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 dev=/dev/nvme0n1
 for _ in $(seq 100); do [ -b "$dev" ] && break; sleep 0.1; done

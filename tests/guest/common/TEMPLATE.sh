@@ -14,25 +14,29 @@
 # LIMIT: 120 the seconds after which suite.sh kills it, then why that many
 #   (about four times the longest it takes on the slowest kernel, loaded)
 # NEEDS: none
-#   what it needs beside the guest's usual tools: engine (/lbs/kmod/lbs-engine.ko),
+#   what it needs beside the guest's usual tools, words common/lib.sh's
+#   need_met checks before the test starts: engine (/lbs/kmod/lbs-engine.ko),
 #   scsi_debug, mainline-ref or cryptsetup-src (the runner builds these three
 #   and hands them to the boot), readme (README.md, handed over as it is), tool,
-#   null_blk, dm-integrity, ...
+#   null_blk, dm-integrity, ...; one the guest lacks fails the test, unless a
+#   line "# MAY-LACK: WORD SET" names the kernel: then the test goes on without
+#   it and skips what needs it, case by case (skip_lacking WORD CASE)
 # ORDER: 500
 #   its place in its boot, lower first (the cheap broad tests run first)
 #
-# TEMPLATE.sh: the guest test to copy (tests/README). This copy is placed
-# nowhere (KERNELS and FULL-KERNELS none) and tests/guest-headers leaves it
-# out of the tables; it runs by hand: qemu/run arm64-64k --module both --
-# bash /lbs/tests/guest/suite.sh TEMPLATE.
+# TEMPLATE.sh: the guest test to copy to tests/guest/NAME.sh (tests/README),
+# where it runs (its lib.sh is common/lib.sh from there): qemu/run arm64-64k
+# --module both -- bash /lbs/tests/guest/common/suite.sh NAME. As it is here
+# it is placed nowhere (KERNELS and FULL-KERNELS none), which
+# tests/guest-headers check refuses of a test until one of them names kernels.
 # Here the header's free text says what the test proves, case by case: data
 # written through ours at the largest sector size this kernel takes reads
 # back, and the ciphertext on the ramdisk is not the plaintext.
 set -euo pipefail
 # lib.sh prints uname -r and dmsetup targets first, gives fail, soft_fail, ok,
 # on_exit, dm_remove, test_key, put, sha_of, bound, load_engine and the rest
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/common/lib.sh"
 
 dev=/dev/ram0
 len=2048 # sectors of 512 bytes: 1 MiB

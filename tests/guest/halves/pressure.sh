@@ -1,12 +1,8 @@
 #!/usr/bin/env bash
 # DESCRIPTION: I/O stays correct while the allocator fails this module (make harden)
-# BOOT: both
-# KERNELS: none
-# FULL-KERNELS: none
 #   qemu/harden runs it in a small guest of the debug kernel
 # LIMIT: 120 about four times the longest expected (5 to 25 s on arm64-64k, idle)
 # NEEDS: debug-kernel
-# ORDER: 500
 #
 # pressure.sh: I/O makes progress and stays correct while the allocator fails this
 # module. For make harden, on the debug
@@ -22,8 +18,8 @@
 # The share is 20 %. The ramdisk is filled first (brd allocates a page on its
 # first write), so only this module's allocations can fail.
 set -euo pipefail
-# shellcheck source=tests/guest/lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/guest/common/lib.sh
+. "$(dirname "$0")/../common/lib.sh"
 
 dev=/dev/ram0
 key=$(test_key 64)

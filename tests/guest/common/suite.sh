@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# suite.sh TEST[:SECONDS]...: run several guest tests in one boot (boots cost ~30 s
-# under TCG; tests/run-guest-tests groups them). Each TEST is tests/guest/TEST.sh
-# (or, given as an absolute path, that script, named by its base name),
-# run in its own bash and its own session, under a time limit: its header's
-# LIMIT, or SECONDS. Before and after each one, records the host runner reads:
+# DESCRIPTION: runs the guest tests of one boot, each under its time limit (the framework)
+#
+# common/suite.sh TEST[:SECONDS]...: run several guest tests in one boot (boots
+# cost ~30 s under TCG; tests/run-guest-tests groups them). Each TEST is
+# tests/guest/TEST.sh; a TEST with a slash is that path below tests/guest
+# (halves/faults: make harden's) or, given as an absolute path, that script;
+# either is named by its base name. Each runs in its own bash and its own
+# session, under a time limit: its header's LIMIT, or SECONDS. Before and after
+# each one, records the host runner reads:
 #   LBS-START <test> <limit>
 #   LBS-RESULT <test> PASS|FAIL <seconds> [exit <status> | timeout <limit> | kernel-report]
 # A test still running at its limit is killed with everything it started (TERM,
@@ -20,14 +24,15 @@
 # suite.sh --limits TEST[:SECONDS]...: print "TEST LIMIT" for each (the host
 # runner sums them into the boot's budget); runs nothing.
 set -euo pipefail
-here=$(dirname "$0")
+here=$(dirname "$0")	# tests/guest/common
+tests=$here/..	# tests/guest
 
 # default_limit TEST: seconds TEST may run before it is killed: its header's
 # "# LIMIT: SECONDS why" line (tests/README); a test without one is refused.
 default_limit() {
-	local script=$here/$1.sh limit
+	local script=$tests/$1.sh limit
 	case $1 in /*) script=$1 ;; esac
-	[ -f "$script" ] || { echo "suite.sh: $1: no such test in $here" >&2; return 2; }
+	[ -f "$script" ] || { echo "suite.sh: $1: no such test ($script)" >&2; return 2; }
 	# the header: the comment lines after the shebang
 	limit=$(awk 'NR > 1 && !/^#/ { exit } /^# LIMIT: / { print $3; exit }' "$script")
 	[ -n "$limit" ] || { echo "suite.sh: $script has no '# LIMIT: SECONDS why' header line" >&2; return 2; }
@@ -136,9 +141,11 @@ kernel_reports() {
 failed=0
 for spec in "$@"; do
 	t=${spec%%:*}
-	# a path runs that script (the rig's own tests: tests/qemu-run-test)
-	script=$here/$t.sh
-	case $t in /*) script=$t t=$(basename "$t" .sh) ;; esac
+	# a path runs that script (the rig's own tests: tests/qemu-run-test; make
+	# harden's halves/NAME), named by its base name
+	script=$tests/$t.sh
+	case $t in /*) script=$t ;; esac
+	t=$(basename "$t" .sh)
 	rc=0 timed_out=0
 	# no such test, or no LIMIT in its header: a failure of its own, named
 	limit=$(limit_of "$spec" 2>&1) || rc=$?
