@@ -32,12 +32,30 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
+DEPS_LISTS := qemu/host-packages $(wildcard tools/deps.txt packaging/host-packages)
+
+# Debian 12 builds here (below the else). Any other host builds in the rig's
+# Debian 12 build root (qemu/lib/buildroot, which refuses a host that is not
+# Debian or Ubuntu on amd64): make deps and make matrix re-run make there, whose
+# Debian 12 takes the else; every other goal, make check among them, is refused
+# (README.md, "For developers"). LBS_OS_RELEASE: another os-release to read.
+HOST_OS_RELEASE := $(file <$(or $(LBS_OS_RELEASE),/etc/os-release))
+ifneq ($(sort $(filter ID=debian VERSION_ID="12",$(HOST_OS_RELEASE))),ID=debian VERSION_ID="12")
+BUILDROOT_GOALS := deps deps-check matrix
+REFUSED_GOALS := $(sort all $(filter-out $(BUILDROOT_GOALS),$(MAKECMDGOALS)))
+.PHONY: $(BUILDROOT_GOALS) $(REFUSED_GOALS)
+$(REFUSED_GOALS):
+	@qemu/lib/buildroot --refuse $@
+deps matrix:
+	@qemu/lib/buildroot make $@
+deps-check:
+	@qemu/lib/buildroot --check $(DEPS_LISTS)
+else
+
 .PHONY: all deps deps-check kernels kmod engine matrix-tree matrix-tree-check newest-kernel-check bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
-
-DEPS_LISTS := qemu/host-packages $(wildcard tools/deps.txt packaging/host-packages)
 
 deps:
 	@qemu/lib/deps $(DEPS_LISTS)
@@ -263,3 +281,5 @@ matrix-tree-check: deps $(GUEST_TOOLS)
 
 clean:
 	rm -rf $(BUILD)
+
+endif # Debian 12
