@@ -32,12 +32,30 @@ export CCACHE_DIR ?= $(LBSCRYPT_CACHE)/ccache
 export CCACHE_BASEDIR ?= $(TOP)
 export CCACHE_NOHASHDIR ?= 1
 
+DEPS_LISTS := qemu/host-packages $(wildcard tools/deps.txt packaging/host-packages)
+
+# Debian 12 builds here (below the else). Any other host builds in the rig's
+# Debian 12 build root (qemu/lib/buildroot, which refuses a host that is not
+# Debian or Ubuntu on amd64): make deps and make matrix re-run make there, whose
+# Debian 12 takes the else; every other goal, make check among them, is refused
+# (README.md, "For developers"). LBS_OS_RELEASE: another os-release to read.
+HOST_OS_RELEASE := $(file <$(or $(LBS_OS_RELEASE),/etc/os-release))
+ifneq ($(sort $(filter ID=debian VERSION_ID="12",$(HOST_OS_RELEASE))),ID=debian VERSION_ID="12")
+BUILDROOT_GOALS := deps deps-check matrix
+REFUSED_GOALS := $(sort all $(filter-out $(BUILDROOT_GOALS),$(MAKECMDGOALS)))
+.PHONY: $(BUILDROOT_GOALS) $(REFUSED_GOALS)
+$(REFUSED_GOALS):
+	@qemu/lib/buildroot --refuse $@
+deps matrix:
+	@qemu/lib/buildroot make $@
+deps-check:
+	@qemu/lib/buildroot --check $(DEPS_LISTS)
+else
+
 .PHONY: all deps deps-check kernels kmod engine matrix-tree matrix-tree-check newest-kernel-check bench bench-smoke cryptsetup-tests harden stacking systemd-check handover-check check-full fuzz-check tools-fuzz kmod-lint initramfs-check matrix matrix-check rig-test guest-test check lint-shell clean \
 	fetch-check rig-host-test
 
 all: kmod tools
-
-DEPS_LISTS := qemu/host-packages $(wildcard tools/deps.txt packaging/host-packages)
 
 deps:
 	@qemu/lib/deps $(DEPS_LISTS)
@@ -183,7 +201,7 @@ tools-fuzz: tools-asan-build
 
 SHELL_SCRIPTS := qemu/run qemu/matrix qemu/bench qemu/harden qemu/cryptsetup-tests $(filter-out %.py %__pycache__,$(wildcard qemu/lib/*)) qemu/rootfs/init qemu/rootfs/systemd/lbs-command \
 	$(wildcard tests/guest/*.sh tests/guest/common/*.sh tests/guest/halves/*.sh bench/guest/*.sh tests/run-guest-tests tests/kmod-lint tests/qemu-run-test tests/fetch-check \
-		tests/rig-helpers-test tests/matrix-tree-check tests/newest-kernel-check tests/zoned-nvme-check tests/relabel-check tests/dkms-check tests/deb-check tests/man-check tests/initramfs-check tests/systemd-check tests/handover-check packaging/build-deb \
+		tests/rig-helpers-test tests/matrix-tree-check tests/newest-kernel-check tests/zoned-nvme-check tests/relabel-check tests/dkms-check tests/deb-check tests/man-check tests/initramfs-check tests/systemd-check tests/handover-check tests/buildroot-check packaging/build-deb \
 		tools/cmake/manpage.sh tools/initramfs/hook tools/initramfs/local-top tools/initramfs/local-block kmod/dkms-kernel-hook) .ci/run
 
 lint-shell:
@@ -237,8 +255,10 @@ check:
 # (newest-kernel-check), and the boot checks systemd-check, handover-check and
 # zoned-nvme-check (ours over a zoned NVMe namespace with metadata) on
 # arm64-64k and on arm64-64k-7.3 (there the 1.30.0 stand-in is 7.3's own
-# dm-crypt.c with the v2 edits), and the matrix on a 7.3 tree relabelled 7.4.0
-# (relabel-check). Hours, not minutes.
+# dm-crypt.c with the v2 edits), the matrix on a 7.3 tree relabelled 7.4.0
+# (relabel-check), and the README's make deps and make matrix
+# KERNELS="arm64-64k" on a fresh Debian 13 chroot, through the Debian 12 build
+# root (buildroot-check; as root). Hours, not minutes.
 FULL_KERNELS := $(KERNELS) $(shell awk '!/^\#/ && NF { print $$1 }' $(TOP)/qemu/kernels-extra.conf)
 check-full: deps
 	@$(MAKE) --no-print-directory matrix-check dkms-check guest-test KERNELS="$(FULL_KERNELS)" LBS_GUEST_ALL=1
@@ -249,6 +269,7 @@ check-full: deps
 	@tests/zoned-nvme-check arm64-64k
 	@tests/zoned-nvme-check arm64-64k-7.3
 	@tests/relabel-check
+	@tests/buildroot-check
 
 # The module compile-tested against the newest Linux source of any Debian suite
 # the rig reads (tests/newest-kernel-check; a kernel Debian carries before
@@ -263,3 +284,5 @@ matrix-tree-check: deps $(GUEST_TOOLS)
 
 clean:
 	rm -rf $(BUILD)
+
+endif # Debian 12

@@ -74,6 +74,15 @@ cache_lock() {
 	fi
 }
 
+# no_mounts_under DIR: refuse to delete DIR while anything is mounted below it
+# (a chroot set up by hand, say): rm -rf would go into the host's /dev and /sys
+# (qemu/lib/buildroot, tests/buildroot-check).
+no_mounts_under() {
+	local m
+	m=$(findmnt -rn -o TARGET | awk -v d="$1/" 'index($0 "/", d) == 1' | head -n1)
+	[ -z "$m" ] || fail "$m is mounted under $1, which is to be removed: unmount it first (umount -R $m)"
+}
+
 # The qemu binary and the console of an architecture.
 qemu_system() {
 	case $1 in

@@ -158,3 +158,23 @@ fetch_debs() {
 		dpkg-deb -x "$deb" "$dir"
 	done
 }
+
+# debian_mirrors: "ARCHIVE SECURITY", the machine's Debian mirrors (the first
+# entry of a Debian suite, of any release: apt's own reading of its sources in
+# either format), else deb.debian.org's; what qemu/lib/buildroot and
+# tests/buildroot-check debootstrap from.
+debian_mirrors() {
+	# shellcheck disable=SC2016 # apt's fields, not the shell's
+	apt-get indextargets --no-release-info --format '$(REPO_URI) $(RELEASE)' 2>/dev/null |
+		awk '
+			function base(s) { sub(/-(updates|backports|proposed-updates|security)$/, "", s); return s }
+			base($2) !~ /^(buster|bullseye|bookworm|trixie|forky|duke|sid|oldoldstable|oldstable|stable|testing|unstable)$/ { next }
+			$2 ~ /-security$/ { if (sec == "") sec = $1; next }
+			arc == "" { arc = $1 }
+			END {
+				if (arc == "") arc = "http://deb.debian.org/debian"
+				if (sec == "") sec = "http://deb.debian.org/debian-security"
+				sub(/\/$/, "", arc); sub(/\/$/, "", sec)
+				print arc, sec
+			}'
+}
