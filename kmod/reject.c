@@ -2,7 +2,11 @@
 /*
  * dm-crypt-lbs: how a refused table is reported.  Every part of the
  * constructor (target.c, the parser in table.c, the IV modes, integrity)
- * reports through here, so none of them calls back up into another.
+ * reports through here rather than through its caller.  The parts still
+ * call one another both ways in two places: table.c hands the IV mode to
+ * iv.c and the integrity options to integrity.c, while integrity.c reads
+ * its numbers with table.c's lbs_parse_u64() and iv.c asks integrity.c for
+ * the cipher's block size (lbs_cipher_blocksize()).
  */
 
 #include <linux/device-mapper.h>
