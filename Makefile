@@ -228,7 +228,9 @@ rig-host-test: deps
 # run in this order, each timed (qemu/lib/stages); make check stops at the first
 # that fails. The tool's unit tests run under ASan/UBSan (tools-asan); the amd64
 # package is built without them (DEB_BUILD_OPTIONS=nocheck: `make deb` alone runs
-# them in the package build, valgrind included). A word A+B+C runs B, then C,
+# them in the package build, valgrind included), leaving out the cases tagged
+# [slow] (TOOLS_ASAN_SLOW=no: minutes each under ASan; check-full and harden run
+# them under ASan, make tools-test and make deb without). A word A+B+C runs B, then C,
 # beside A: fetch-check (downloads into a cache of its own) and the packages'
 # build (deb) beside kmod-lint (the kernel builds on a cold machine, whose
 # unpacking and linking leave a core idle); beside the guest tests, which keep
@@ -243,13 +245,14 @@ rig-host-test: deps
 CHECK_STAGES := deps lint-shell tools-format rig-host-test kmod-lint+fetch-check+deb kmod deb-lint \
 	guest-test+tools-asan+matrix-check+dkms-check+initramfs-check+fuzz-check+bench-smoke+rig-test
 check:
-	@qemu/lib/stages DEB_BUILD_OPTIONS=nocheck \
+	@qemu/lib/stages DEB_BUILD_OPTIONS=nocheck TOOLS_ASAN_SLOW=no \
 		$(if $(filter command line,$(origin KERNELS)),KERNELS="$(KERNELS)") $(CHECK_STAGES)
 
 # make check-full: what make check leaves out for its budget (Documentation/testing.rst):
 # the kernels of qemu/kernels-extra.conf beside make check's, each with the matrix and
 # dkms-check, every guest test on every kernel (LBS_GUEST_ALL=1), the matrix on a
-# build tree with dm-crypt built in (matrix-tree-check), the tool's argument
+# build tree with dm-crypt built in (matrix-tree-check), the tool's unit tests
+# under ASan with the [slow] cases (tools-asan), the tool's argument
 # fuzzing (tools-fuzz, 300 lines), clang-tidy over the tool and its tests
 # (tools-lint), the module against the newest kernel source of any suite
 # (newest-kernel-check), and the boot checks systemd-check, handover-check and
@@ -262,7 +265,7 @@ check:
 FULL_KERNELS := $(KERNELS) $(shell awk '!/^\#/ && NF { print $$1 }' $(TOP)/qemu/kernels-extra.conf)
 check-full: deps
 	@$(MAKE) --no-print-directory matrix-check dkms-check guest-test KERNELS="$(FULL_KERNELS)" LBS_GUEST_ALL=1
-	@$(MAKE) --no-print-directory matrix-tree-check tools-fuzz tools-lint newest-kernel-check \
+	@$(MAKE) --no-print-directory matrix-tree-check tools-asan tools-fuzz tools-lint newest-kernel-check \
 		systemd-check handover-check
 	@tests/systemd-check arm64-64k-7.3
 	@tests/handover-check arm64-64k-7.3

@@ -7,7 +7,8 @@
 #                amd64 guests)
 #   tools-test   host build + unit tests (ctest), no guest
 #   tools-asan   ASan + UBSan build of the unit tests in build/tools/asan + ctest
-#                (tools-asan-build: the build alone)
+#                (tools-asan-build: the build alone); TOOLS_ASAN_SLOW=no leaves out the
+#                cases tagged [slow] (ctest label slow), as make check does
 #   tools-format clang-format --dry-run -Werror over tools/ and tests/unit/
 #   tools-lint   tools-format, then clang-tidy over tools/src and tests/unit/
 #   tools-arm64  cross build for the arm64 guests: build/tools/arm64/lbscrypt
@@ -44,7 +45,8 @@ tools-asan-build:
 
 tools-asan: tools-asan-build
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		ctest --test-dir $(TOOLS_BUILD_DIR)/asan --output-on-failure -j $(TOOLS_JOBS)
+		ctest --test-dir $(TOOLS_BUILD_DIR)/asan --output-on-failure -j $(TOOLS_JOBS) \
+		$(if $(filter no,$(TOOLS_ASAN_SLOW)),-LE slow)
 
 # clang-tidy needs the compile database of the host build (its configuration, not
 # its objects); tools/cmake/tidy.sh runs two files at a time and remembers the

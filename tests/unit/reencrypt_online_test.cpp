@@ -736,7 +736,7 @@ const FakeKernel::Mapping *online_hotzone(const FakeKernel &kernel) {
 }  // namespace
 
 TEST_CASE("reencrypt online: only the hotzone's device is held while it is rewritten",
-          "[reencrypt][online]") {
+          "[reencrypt][online][slow]") {
   OnlineFixture f;
   const auto outcome = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
   REQUIRE(outcome.ok());
@@ -775,7 +775,7 @@ TEST_CASE("reencrypt online: only the hotzone's device is held while it is rewri
   CHECK(f.registry_empty());
 }
 
-TEST_CASE("reencrypt online: NAME's tables over a run", "[reencrypt][online]") {
+TEST_CASE("reencrypt online: NAME's tables over a run", "[reencrypt][online][slow]") {
   OnlineFixture f;
   REQUIRE(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()).ok());
   using lbscrypt::OnlineLayout;
@@ -796,7 +796,7 @@ TEST_CASE("reencrypt online: NAME's tables over a run", "[reencrypt][online]") {
 TEST_CASE(
     "reencrypt online: a kill -9 in a hotzone holds only that hotzone, and --resume finishes "
     "it",
-    "[reencrypt][online]") {
+    "[reencrypt][online][slow]") {
   OnlineFixture f;
   f.volume.kill_at_write = 2;  // mid-way through the third hotzone's conversion
   CHECK_THROWS_AS(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()), OnlineKilled);
@@ -886,7 +886,7 @@ TEST_CASE(
 TEST_CASE(
     "reencrypt online: an error in a held hotzone fails its I/O, NAME stays usable, "
     "--resume finishes",
-    "[reencrypt][online]") {
+    "[reencrypt][online][slow]") {
   OnlineFixture f;
   f.volume.fail_writes_from = 2;  // the third hotzone's write fails, and again when retried
   const auto failed = lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps());
@@ -931,7 +931,7 @@ TEST_CASE(
 }
 
 TEST_CASE("reencrypt online: a table another process loads into NAME stops the run",
-          "[reencrypt][online]") {
+          "[reencrypt][online][slow]") {
   OnlineFixture f;
   int hotzones_done = 0;
   // After the second hotzone's device resumed: `dmsetup reload` of NAME's first table (the
@@ -990,7 +990,8 @@ TEST_CASE("reencrypt online: a stop between hotzones leaves the mapping live",
   CHECK(f.checks_failed.empty());
 }
 
-TEST_CASE("reencrypt online: a journal behind NAME's table is refused", "[reencrypt][online]") {
+TEST_CASE("reencrypt online: a journal behind NAME's table is refused",
+          "[reencrypt][online][slow]") {
   OnlineFixture f;
   f.stop_after = 1;
   REQUIRE(lbscrypt::reencrypt_offline(f.request(false), f.env, f.steps()).ok());
