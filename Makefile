@@ -226,11 +226,11 @@ rig-host-test: deps
 
 # Cheap and host-only first, then the module builds, then the guests. The stages
 # run in this order, each timed (qemu/lib/stages); make check stops at the first
-# that fails. The tool's unit tests run under ASan/UBSan (tools-asan); the amd64
+# that fails. The tool's unit tests run under ASan/UBSan (tools-asan), less the
+# cases tagged [slow] (TOOLS_ASAN_SLOW=no: minutes each under ASan; check-full and
+# harden run them under ASan, make tools-test and make deb without); the amd64
 # package is built without them (DEB_BUILD_OPTIONS=nocheck: `make deb` alone runs
-# them in the package build, valgrind included), leaving out the cases tagged
-# [slow] (TOOLS_ASAN_SLOW=no: minutes each under ASan; check-full and harden run
-# them under ASan, make tools-test and make deb without). A word A+B+C runs B, then C,
+# them in the package build, valgrind included). A word A+B+C runs B, then C,
 # beside A: fetch-check (downloads into a cache of its own) and the packages'
 # build (deb) beside kmod-lint (the kernel builds on a cold machine, whose
 # unpacking and linking leave a core idle); beside the guest tests, which keep
