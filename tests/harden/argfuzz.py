@@ -20,7 +20,10 @@ A run fails when the tool
 - prints a sanitizer report (AddressSanitizer, LeakSanitizer, UBSan "runtime error");
 - exits non-zero without exactly one line on standard error that starts with
   "lbscrypt: " ("lbscrypt-generator: " for generate-units; a refusal is one line and a non-zero exit; with --debug, the
-  trace lines starting "# " are not counted);
+  trace lines starting "# " are not counted); the one exception is check's "no"
+  (lbscrypt(8), "Exit status"): exit 1, nothing on standard error, and on standard
+  output the report ending in its refusal line, or JSON with "loads" or "hand_over"
+  false, in printable ASCII;
 - writes a control byte anywhere on standard error but the line ends (a value
   echoed into a message is escaped, so it cannot forge lines or drive a terminal);
 - for a template line: exits non-zero with anything on standard output, or exits 0
@@ -208,6 +211,32 @@ def shape_error(shape, out, words):
     return None
 
 
+VERDICT_LINE = re.compile(
+    r"sector size \d+ \((plain|luks)\): +refused: [\x20-\x7e]+"
+    r"|kernel [\x21-\x7e]+: [\x20-\x7e]+: dm_crypt_lbs serves crypt there [\x20-\x7e]+")
+
+
+def verdict_error(out):
+    """why OUT (bytes) is not check's "no" on standard output (lbscrypt(8), "Exit status"),
+    or None: JSON with "loads" or "hand_over" false, or the report whose last line is the
+    refusal (or the kernel's line), printable ASCII"""
+    text = out.decode("utf-8", "replace")
+    if CONTROL.search(text):
+        return "a control byte on standard output: %r" % text[:300]
+    if text.startswith("{"):
+        try:
+            doc = json.loads(text)
+        except ValueError as e:
+            return "standard output is not one JSON document (%s): %r" % (e, text[:300])
+        if doc.get("loads") is False or doc.get("hand_over") is False:
+            return None
+        return "its JSON does not say no: %r" % text[:300]
+    lines = text.split("\n")
+    if len(lines) < 2 or lines[-1] != "" or not VERDICT_LINE.fullmatch(lines[-2]):
+        return "standard output is not check's verdict: %r" % text[:300]
+    return None
+
+
 def closing(fds):
     """a preexec_fn that closes FDS (as `0<&-` does) and drops privileges"""
     def preexec():
@@ -243,6 +272,11 @@ def run(tool, argv, env, shape=None, words=None, close=(), stdout=subprocess.PIP
         lines = err.rstrip("\n").split("\n") if err.strip() else []
         if any(x == "--debug" or x.startswith("--debug=") for x in argv):  # its trace: "# ..."
             lines = [ln for ln in lines if not ln.startswith("# ")]
+        if argv[:1] == ["check"] and not lines and p.returncode == 1:
+            why = verdict_error(p.stdout)
+            if why:
+                return "refusal", "exit 1, nothing on stderr, and %s" % why, p.returncode
+            return None, None, p.returncode
         # generate-units speaks as the generator it is at boot
         prefixes = ("lbscrypt: ", "lbscrypt-generator: ") if "generate-units" in argv else (
             "lbscrypt: ",)

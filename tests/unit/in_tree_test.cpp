@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lbscrypt/in_tree.hpp"
+#include "lbscrypt/table.hpp"
 #include "temp_dir.hpp"
 
 using lbscrypt::InTreeState;
@@ -186,19 +187,55 @@ TEST_CASE("in-tree crypt of a kernel: found under the modules root", "[in_tree]"
   CHECK_FALSE(lbscrypt::enough_to_hand_over(*builtin));
   CHECK_THAT(lbscrypt::describe(*builtin), Catch::Contains("built in"));
 
-  for (const char *release : {"nothing", "no-such-kernel"}) {
-    const auto missing = lbscrypt::in_tree_crypt(root.path, release);
-    REQUIRE(missing.ok());
-    CHECK(missing->state == InTreeState::missing);
-    CHECK_FALSE(lbscrypt::enough_to_hand_over(*missing));
-    CHECK_THAT(lbscrypt::describe(*missing), Catch::Contains("no dm-crypt.ko, .ko.xz or .ko.zst"));
+  const auto missing = lbscrypt::in_tree_crypt(root.path, "nothing");
+  REQUIRE(missing.ok());
+  CHECK(missing->state == InTreeState::missing);
+  CHECK_FALSE(lbscrypt::enough_to_hand_over(*missing));
+  CHECK_THAT(lbscrypt::describe(*missing), Catch::Contains("no dm-crypt.ko, .ko.xz or .ko.zst"));
+
+  // A kernel that is not installed (a mistyped release) is an error, not "dm_crypt_lbs serves
+  // crypt there"; so is a name that is a file, not a kernel's directory.
+  write(root.path / "a-file", "x");
+  for (const char *release : {"no-such-kernel", "18446744073709551615", "a-file"}) {
+    INFO("release '" << release << "'");
+    const auto absent = lbscrypt::in_tree_crypt(root.path, release);
+    REQUIRE_FALSE(absent.ok());
+    CHECK(absent.error().code == lbscrypt::Errc::invalid_argument);
+    CHECK_THAT(absent.error().message,
+               Catch::StartsWith(std::string("no kernel ") + release + " under "));
   }
 
-  for (const char *release : {"", ".", "..", "../etc", "a/b"}) {
-    INFO("release '" << release << "'");
+  // Control bytes, blanks and non-ASCII are never a release, even where a directory of that
+  // name exists, and the message shows them escaped.
+  std::filesystem::create_directories(root.path / "7.3.4\f" / "kernel");
+  std::filesystem::create_directories(root.path / std::string("7.3.4\x1b[2J", 9));
+  for (const std::string &release :
+       {std::string(""), std::string("."), std::string(".."), std::string("../etc"),
+        std::string("a/b"), std::string("\f 4096"), std::string("7.3.4\x1b[2J"),
+        std::string("7.3.4 "), std::string("6.1\t"), std::string("caf\xc3\xa9")}) {
+    INFO("release '" << lbscrypt::printable(release) << "'");
     const auto bad = lbscrypt::in_tree_crypt(root.path, release);
     REQUIRE_FALSE(bad.ok());
     CHECK(bad.error().code == lbscrypt::Errc::invalid_argument);
     CHECK_THAT(bad.error().message, Catch::Contains("is not a kernel release"));
+    CHECK(bad.error().message.find_first_of("\x1b\f\t") == std::string::npos);
   }
+}
+
+TEST_CASE("in_tree_crypt: a module file that does not end is not read for ever") {
+  const lbscrypt::test::TempDir root;
+  const auto md = root.path / "zero" / "kernel" / "drivers" / "md";
+  std::filesystem::create_directories(md);
+  std::filesystem::create_symlink("/dev/zero", md / "dm-crypt.ko");
+  const auto zero = lbscrypt::in_tree_crypt(root.path, "zero");
+  REQUIRE(zero.ok());
+  CHECK(zero->state == InTreeState::unreadable);
+  CHECK(zero->why == "it is larger than 64 MiB, which no dm-crypt module is");
+  CHECK_FALSE(lbscrypt::enough_to_hand_over(*zero));
+
+  std::filesystem::create_directories(root.path / "zero-builtin");
+  std::filesystem::create_symlink("/dev/zero", root.path / "zero-builtin" / "modules.builtin");
+  const auto builtin = lbscrypt::in_tree_crypt(root.path, "zero-builtin");
+  REQUIRE(builtin.ok());
+  CHECK(builtin->state == InTreeState::missing);
 }

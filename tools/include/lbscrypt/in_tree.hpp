@@ -29,7 +29,7 @@ namespace lbscrypt {
 enum class InTreeState {
   module,      // a dm-crypt.ko[.xz|.zst] whose version was read
   built_in,    // listed in modules.builtin: no file to read
-  missing,     // no module file, not built in (or no such kernel under the modules root)
+  missing,     // the kernel's directory has no module file, and it is not built in
   unreadable,  // a module file whose version could not be read (`why` says why)
 };
 
@@ -43,7 +43,10 @@ struct InTreeCrypt {
 
 // Looks for kernel/drivers/md/dm-crypt.ko, .ko.xz and .ko.zst under
 // `modules_root`/`release` (modules_root is /lib/modules on a running system) and reads the
-// first found; refuses a release that is empty, "." or "..", or holds a '/'.
+// first found (a file above 64 MiB is unreadable, not read on); refuses a release that is
+// empty, "." or "..", holds a '/', a blank, a control or non-ASCII byte, or names no directory
+// under `modules_root` (a kernel that is not installed, a mistyped release: an error, not a
+// verdict).
 [[nodiscard]] Result<InTreeCrypt> in_tree_crypt(const std::filesystem::path &modules_root,
                                                 std::string_view release);
 

@@ -46,8 +46,14 @@ namespace lbscrypt::cli {
 
 namespace {
 
+// No file the tool reads through this (lbscrypttab, fstab, mountinfo, the kernel command
+// line, initramfs-tools' resume file) comes near it; /dev/zero named for one is refused once
+// this much is read, not read until memory runs out.
+constexpr std::size_t kMaxTextFileBytes = std::size_t{64} << 20U;
+
 // A whole text file; Errc::not_found when it does not exist, Errc::device naming the reason
-// when it is a directory or a read fails part way.
+// when it is a directory or a read fails part way, Errc::invalid_argument when it is larger
+// than kMaxTextFileBytes.
 Result<std::string> read_text_file(const std::string &path) {
   const auto failed = [&](int error) {
     return make_error(error == ENOENT ? Errc::not_found : Errc::device,
@@ -64,6 +70,13 @@ Result<std::string> read_text_file(const std::string &path) {
     const ssize_t n = ::read(fd, chunk.data(), chunk.size());
     if (n > 0) {
       text.append(chunk.data(), static_cast<std::size_t>(n));
+      if (text.size() > kMaxTextFileBytes) {
+        ::close(fd);
+        return make_error(Errc::invalid_argument,
+                          fmt::format("cannot read {}: it is larger than {} MiB, which no file "
+                                      "lbscrypt reads is: name the right file",
+                                      path, kMaxTextFileBytes >> 20U));
+      }
     } else if (n == 0) {
       break;
     } else if (errno != EINTR) {

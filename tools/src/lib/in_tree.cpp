@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <fstream>
@@ -13,8 +14,11 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <system_error>
 #include <utility>
 #include <vector>
+
+#include "lbscrypt/table.hpp"
 
 namespace lbscrypt {
 
@@ -23,6 +27,21 @@ namespace {
 // No dm-crypt module comes near this once unpacked (about 100 KiB); a file that claims more
 // is not one, and is not unpacked further.
 constexpr std::size_t kMaxModuleBytes = std::size_t{64} << 20U;
+
+// All of `in`, or its first kMaxModuleBytes and one chunk more where it is longer (a link to
+// /dev/zero is not read for ever); nullopt when a read fails.
+std::optional<std::string> read_bounded(std::istream &in) {
+  std::string bytes;
+  std::array<char, 65536> chunk{};
+  while (bytes.size() <= kMaxModuleBytes &&
+         in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())).gcount() > 0) {
+    bytes.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  if (in.bad()) {
+    return std::nullopt;
+  }
+  return bytes;
+}
 
 Error unreadable(std::string message) { return Error{Errc::invalid_argument, std::move(message)}; }
 
@@ -391,12 +410,23 @@ Result<TargetVersion> crypt_version_in_module(std::string_view bytes) {
 
 Result<InTreeCrypt> in_tree_crypt(const std::filesystem::path &modules_root,
                                   std::string_view release) {
-  if (release.empty() || release == "." || release == ".." ||
+  // uname -r's words: printable ASCII, no blank; a name of one directory under the root.
+  const bool printable_word =
+      std::all_of(release.begin(), release.end(), [](char c) { return c > ' ' && c < '\x7f'; });
+  if (release.empty() || release == "." || release == ".." || !printable_word ||
       release.find('/') != std::string_view::npos) {
     return make_error(Errc::invalid_argument,
                       fmt::format("'{}' is not a kernel release: give one as uname -r prints it "
                                   "(a directory name under {})",
-                                  release, modules_root.string()));
+                                  printable(release), printable(modules_root.string())));
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(modules_root / release, ec)) {
+    return make_error(
+        Errc::invalid_argument,
+        fmt::format("no kernel {} under {}: give a release that is installed, as "
+                    "ls {} lists them",
+                    release, printable(modules_root.string()), printable(modules_root.string())));
   }
   InTreeCrypt found;
   found.release = std::string(release);
@@ -409,15 +439,19 @@ Result<InTreeCrypt> in_tree_crypt(const std::filesystem::path &modules_root,
       continue;
     }
     found.file = std::move(file);
-    std::ostringstream text;
-    text << in.rdbuf();
-    const std::string bytes = std::move(text).str();
-    if (in.bad()) {
+    const auto bytes = read_bounded(in);
+    if (!bytes) {
       found.state = InTreeState::unreadable;
       found.why = "it cannot be read";
       return found;
     }
-    const auto version = crypt_version_in_module(bytes);
+    if (bytes->size() > kMaxModuleBytes) {
+      found.state = InTreeState::unreadable;
+      found.why = fmt::format("it is larger than {} MiB, which no dm-crypt module is",
+                              kMaxModuleBytes >> 20U);
+      return found;
+    }
+    const auto version = crypt_version_in_module(*bytes);
     if (version) {
       found.state = InTreeState::module;
       found.version = *version;
@@ -427,7 +461,10 @@ Result<InTreeCrypt> in_tree_crypt(const std::filesystem::path &modules_root,
     }
     return found;
   }
-  std::ifstream builtin(kernel / "modules.builtin");
+  std::ifstream builtin_file(kernel / "modules.builtin", std::ios::binary);
+  const auto builtin_text = read_bounded(builtin_file);
+  std::istringstream builtin(
+      builtin_text && builtin_text->size() <= kMaxModuleBytes ? *builtin_text : std::string());
   for (std::string line; std::getline(builtin, line);) {
     if (line == "kernel/drivers/md/dm-crypt.ko") {
       found.state = InTreeState::built_in;
@@ -447,6 +484,7 @@ bool enough_to_hand_over(const InTreeCrypt &in_tree) {
 
 std::string describe(const InTreeCrypt &in_tree) {
   const std::string need = to_string(kLargeSectorVersion);
+  const std::string file = printable(in_tree.file.string());  // a --modules-dir as given
   const std::string ours =
       fmt::format("dm_crypt_lbs serves crypt there (sector sizes above 4096 need v{})", need);
   switch (in_tree.state) {
@@ -455,21 +493,20 @@ std::string describe(const InTreeCrypt &in_tree) {
         return fmt::format(
             "kernel {}: its own dm_crypt is crypt v{} ({}): enough to hand over, it serves "
             "crypt there and dm_crypt_lbs is not needed",
-            in_tree.release, to_string(*in_tree.version), in_tree.file.string());
+            in_tree.release, to_string(*in_tree.version), file);
       }
       return fmt::format("kernel {}: its own dm_crypt is crypt v{} ({}), below v{}: {}",
-                         in_tree.release, to_string(*in_tree.version), in_tree.file.string(), need,
-                         ours);
+                         in_tree.release, to_string(*in_tree.version), file, need, ours);
     case InTreeState::built_in:
       return fmt::format(
           "kernel {}: its dm_crypt is built in ({}), its version cannot be read from a file: {}",
-          in_tree.release, in_tree.file.string(), ours);
+          in_tree.release, file, ours);
     case InTreeState::missing:
       return fmt::format("kernel {}: no dm-crypt.ko, .ko.xz or .ko.zst in {}: {}", in_tree.release,
-                         in_tree.file.string(), ours);
+                         file, ours);
     case InTreeState::unreadable:
       return fmt::format("kernel {}: the version of {} cannot be read ({}): {}", in_tree.release,
-                         in_tree.file.string(), in_tree.why, ours);
+                         file, in_tree.why, ours);
   }
   return {};
 }
