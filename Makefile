@@ -183,12 +183,13 @@ handover-check: deps deb
 harden: deps $(GUEST_TOOLS) tools-asan
 	@qemu/harden
 
-# make check's bounded fuzzing: the judge's and make harden's summary's own tests
-# (planted bad results must fail them), then 300 tables and 30 messages on one
-# rig kernel, stock beside ours.
+# make check's bounded fuzzing: the own tests of the judge, of make harden's summary
+# and of the argument fuzzer's judge (planted bad results must fail them), then 300
+# tables and 30 messages on one rig kernel, stock beside ours.
 fuzz-check: kmod
 	@python3 tests/harden/judge_test.py
 	@python3 tests/harden/summary_test.py
+	@python3 tests/harden/argfuzz_test.py
 	@LBS_FUZZ_OUT=$(BUILD)/fuzz-check qemu/lib/fuzz-run $(SMOKE_KERNEL) 300 1
 
 # Argument fuzzing of lbscrypt under ASan/UBSan (tests/harden/argfuzz.py; runs as
