@@ -222,7 +222,7 @@ TEST_CASE("in-tree crypt of a kernel: found under the modules root", "[in_tree]"
   }
 }
 
-TEST_CASE("in_tree_crypt: a module file that does not end is not read for ever") {
+TEST_CASE("in-tree crypt of a kernel: a file that never ends is not read for ever", "[in_tree]") {
   const lbscrypt::test::TempDir root;
   const auto md = root.path / "zero" / "kernel" / "drivers" / "md";
   std::filesystem::create_directories(md);
